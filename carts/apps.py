@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CartsConfig(AppConfig):
+    name = "carts"
+    verbose_name = "Carts"

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.db import models
+from django.db.models import Q
+
+from tiffin.validators import validate_time_zone
+
+
+class Restaurant(models.Model):
+    name = models.CharField(max_length=200)
+    # IANA zone: business weeks (payouts) run Monday 00:00 to Monday 00:00 in it.
+    timezone = models.CharField(max_length=64, validators=[validate_time_zone])
+    # A fraction: 0.1500 is 15 %.
+    commission_rate = models.DecimalField(max_digits=5, decimal_places=4)
+    onboarded_at = models.DateTimeField()
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(commission_rate__gte=Decimal("0")) & Q(commission_rate__lt=Decimal("1")),
+                name="restaurant_commission_rate_fraction",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.timezone})"
+
+
+class OrderStatus(models.TextChoices):
+    PLACED = "placed", "Placed"
+    ACCEPTED = "accepted", "Accepted"
+    REJECTED = "rejected", "Rejected"
+    CANCELLED = "cancelled", "Cancelled"
+    DELIVERED = "delivered", "Delivered"
+
+
+class Order(models.Model):
+    restaurant = models.ForeignKey(Restaurant, on_delete=models.PROTECT, related_name="orders")
+    customer_ref = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=OrderStatus.choices, default=OrderStatus.PLACED)
+    total = models.DecimalField(max_digits=12, decimal_places=2)
+    placed_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    rejected_at = models.DateTimeField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    cancel_reason = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-placed_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(total__gt=Decimal("0")), name="order_total_positive"),
+            models.CheckConstraint(
+                condition=~Q(status=OrderStatus.DELIVERED) | Q(delivered_at__isnull=False),
+                name="order_delivered_has_delivered_at",
+            ),
+        ]
+        indexes = [
+            # Weekly payouts: SUM(total) of delivered orders per restaurant and week,
+            # WHERE status = 'delivered' AND delivered_at in [period_start, period_end).
+            models.Index(
+                fields=["restaurant", "delivered_at"],
+                name="order_delivered_by_restaurant",
+                include=["total"],
+                condition=Q(status=OrderStatus.DELIVERED),
+            ),
+            # Stale-order safety net: orders still 'placed' past their timeout.
+            models.Index(
+                fields=["placed_at"],
+                name="order_placed_pending",
+                condition=Q(status=OrderStatus.PLACED),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Order {self.pk} ({self.status})"

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import F, Q
+
+
+class Payout(models.Model):
+    """One restaurant's settlement for one business week. Written once, never edited.
+
+    A week runs Monday 00:00 to the next Monday 00:00 in the restaurant's zone;
+    ``period_start``/``period_end`` are those bounds in UTC (167 or 169 hours apart in
+    a DST week). A week with no orders still gets a row, so "unpaid" means "no row".
+    """
+
+    restaurant = models.ForeignKey("orders.Restaurant", on_delete=models.PROTECT, related_name="payouts")
+    period_start = models.DateTimeField()
+    period_end = models.DateTimeField()
+    week_start_local = models.DateField(help_text="The local Monday the business week starts on.")
+    gross = models.DecimalField(max_digits=14, decimal_places=2)
+    commission = models.DecimalField(max_digits=14, decimal_places=2)
+    net = models.DecimalField(max_digits=14, decimal_places=2)
+    order_count = models.PositiveIntegerField()
+    job_run = models.ForeignKey(
+        "scheduling.JobRun", on_delete=models.PROTECT, null=True, blank=True, related_name="payouts"
+    )
+    fence = models.BigIntegerField(null=True, blank=True, help_text="Fencing token the write passed.")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-period_start", "restaurant_id"]
+        constraints = [
+            # One payout per restaurant and week, whatever the fence says.
+            models.UniqueConstraint(fields=["restaurant", "period_start"], name="payout_one_per_restaurant_week"),
+            models.CheckConstraint(
+                condition=Q(net=F("gross") - F("commission")), name="payout_net_is_gross_less_commission"
+            ),
+            models.CheckConstraint(condition=Q(period_end__gt=F("period_start")), name="payout_period_not_empty"),
+        ]
+        indexes = [
+            # Admin payout history and the date hierarchy: ORDER BY / filter on period_start.
+            models.Index(fields=["period_start"], name="payout_period_start"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Payout {self.restaurant_id} week of {self.week_start_local}"

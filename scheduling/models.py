@@ -1,0 +1,205 @@
+"""The engine's tables: schedules (one row per declared job), job_runs (one row per
+logical run, the claim), the events of each run, and the fencing tokens of resources."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db import models
+from django.db.models import Q
+
+
+class JobKind(models.TextChoices):
+    CRON = "cron", "Cron"
+    DELAYED = "delayed", "Delayed"
+
+
+class Overlap(models.TextChoices):
+    ALLOW = "allow", "Allow"
+    FORBID = "forbid", "Forbid (skip the new run)"
+    QUEUE = "queue", "Queue (start when the running one ends)"
+    REPLACE = "replace", "Replace (supersede the running one)"
+
+
+class Misfire(models.TextChoices):
+    CATCH_UP = "catch_up", "Catch up every missed tick"
+    COALESCE = "coalesce", "Coalesce into the latest tick"
+    DEADLINE = "deadline", "Skip ticks later than a deadline"
+
+
+class RunStatus(models.TextChoices):
+    SCHEDULED = "scheduled", "Scheduled"
+    ENQUEUED = "enqueued", "Enqueued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed (will retry)"
+    DEAD = "dead", "Dead"
+    SKIPPED = "skipped", "Skipped"
+    ABANDONED = "abandoned", "Abandoned"
+    SUPERSEDED = "superseded", "Superseded"
+
+
+# States a run never leaves on its own.
+FINAL_STATUSES = (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.SKIPPED, RunStatus.SUPERSEDED)
+# States in which a run is waiting for a retry (due_at is the time of the next attempt).
+RETRY_STATUSES = (RunStatus.FAILED, RunStatus.ABANDONED)
+
+
+class Trigger(models.TextChoices):
+    CRON = "cron", "Cron tick"
+    DELAYED = "delayed", "Delayed run"
+    MANUAL = "manual", "Manual"
+    BACKFILL = "backfill", "Backfill"
+
+
+class SkipReason(models.TextChoices):
+    OVERLAP = "overlap", "Another run was still running"
+    MISSED_DEADLINE = "missed_deadline", "Later than the misfire deadline"
+    COALESCED = "coalesced", "Coalesced into a later tick"
+    PAUSED = "paused", "The job was paused"
+
+
+class Schedule(models.Model):
+    """The stored side of a declared job: what every server registered, plus the
+    operator's state (paused). Registration is an idempotent upsert on ``job_name``."""
+
+    job_name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=16, choices=JobKind.choices)
+    cron = models.CharField(max_length=200, blank=True)
+    timezone = models.CharField(max_length=64, default="UTC")
+    overlap = models.CharField(max_length=16, choices=Overlap.choices)
+    misfire = models.CharField(max_length=16, choices=Misfire.choices)
+    misfire_deadline_seconds = models.PositiveIntegerField(null=True, blank=True)
+    max_attempts = models.PositiveIntegerField()
+    backoff_seconds = models.FloatField()
+    timeout_seconds = models.PositiveIntegerField()
+    heartbeat = models.BooleanField()
+    batch_size = models.PositiveIntegerField()
+    # No tick before this instant is ever claimed by the scheduler (no silent backfill).
+    first_seen_at = models.DateTimeField()
+    registered_at = models.DateTimeField()
+    paused = models.BooleanField(default=False)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    paused_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        db_table = "job_schedules"
+        ordering = ["job_name"]
+        permissions = [
+            ("pause_schedule", "Can pause and resume schedules"),
+            ("run_schedule", "Can run a job now or backfill it"),
+        ]
+
+    def __str__(self) -> str:
+        return self.job_name
+
+
+class JobRun(models.Model):
+    """One logical run: the claim. Unique on (job_name, subject, scheduled_for), so a
+    tick claimed by one server is invisible to the others' INSERT ... ON CONFLICT."""
+
+    job_name = models.CharField(max_length=100)
+    # Empty for cron ticks; names the entity for delayed runs ("order:123").
+    subject = models.CharField(max_length=200, blank=True, default="")
+    # The logical time: business computations use it instead of now().
+    scheduled_for = models.DateTimeField()
+    # When the run (or its next attempt) may be enqueued.
+    due_at = models.DateTimeField()
+    status = models.CharField(max_length=16, choices=RunStatus.choices)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    attempts = models.PositiveIntegerField(default=0)
+    fence = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    skip_reason = models.CharField(max_length=32, choices=SkipReason.choices, blank=True)
+    error = models.TextField(blank=True)
+    result = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        db_table = "job_runs"
+        ordering = ["-scheduled_for", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["job_name", "subject", "scheduled_for"], name="job_run_claim_key"),
+        ]
+        indexes = [
+            # Scheduler: due delayed runs and due retries,
+            # WHERE status IN ('scheduled','failed','abandoned') AND due_at <= now ORDER BY due_at.
+            models.Index(
+                fields=["due_at"],
+                name="job_run_due",
+                condition=Q(status__in=["scheduled", "failed", "abandoned"]),
+            ),
+            # Overlap decisions, queue hand-off and the heartbeat sweep: the live runs of a job,
+            # WHERE job_name = ? AND status IN ('enqueued','running').
+            models.Index(
+                fields=["job_name", "status"],
+                name="job_run_live",
+                condition=Q(status__in=["enqueued", "running"]),
+            ),
+            # Admin list filtered by status, newest first.
+            models.Index(fields=["status", "scheduled_for"], name="job_run_status"),
+        ]
+        permissions = [("rerun_jobrun", "Can re-run an abandoned or dead run")]
+
+    def __str__(self) -> str:
+        subject = f" {self.subject}" if self.subject else ""
+        return f"{self.job_name}{subject} @ {self.scheduled_for.isoformat()}"
+
+    @property
+    def lateness(self) -> timedelta | None:
+        """How long after its logical time the run started."""
+        if self.started_at is None:
+            return None
+        return self.started_at - self.scheduled_for
+
+    def duration(self, *, now: datetime | None = None) -> timedelta | None:
+        if self.started_at is None:
+            return None
+        end = self.finished_at or now
+        return None if end is None else end - self.started_at
+
+
+class JobRunEvent(models.Model):
+    """Append-only history of a run's transitions, including rejected writes."""
+
+    run = models.ForeignKey(JobRun, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=32)
+    attempt = models.PositiveIntegerField(default=0)
+    fence = models.BigIntegerField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        db_table = "job_run_events"
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.at.isoformat()}"
+
+
+class Fence(models.Model):
+    """The highest fencing token accepted so far for a resource (see fence_check)."""
+
+    resource = models.CharField(max_length=200, primary_key=True)
+    token = models.BigIntegerField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "job_fences"
+
+    def __str__(self) -> str:
+        return f"{self.resource} >= {self.token}"
+
+
+class FenceCounter(models.Model):
+    """SQLite's stand-in for the PostgreSQL sequence job_runs_fence_seq (one row)."""
+
+    value = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "job_fence_counter"

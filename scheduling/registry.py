@@ -1,0 +1,128 @@
+"""Declaring jobs.
+
+Apps declare their jobs in their own ``jobs.py``::
+
+    @job("clean-carts", cron="0 2 * * *", misfire=Misfire.COALESCE, overlap=Overlap.FORBID)
+    def clean_carts(ctx: RunContext) -> dict[str, int]: ...
+
+    @job("cancel-stale-order", delayed=True, batch_size=200)
+    def cancel_stale_orders(batch: list[RunContext]) -> dict[str, int]: ...
+
+A job is either a cron job (five-field expression, optional IANA zone) or a delayed job
+(one-off runs created by code). A delayed job with ``batch_size > 1`` receives a list of
+contexts, so one worker task executes many due runs with set-based statements.
+Validation happens in the system check (``scheduling.checks``), so a bad declaration
+stops the process at start with the job's name in the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from scheduling.models import JobKind, Misfire, Overlap
+
+Handler = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    handler: Handler
+    kind: JobKind
+    cron: str = ""
+    timezone: str = "UTC"
+    overlap: Overlap = Overlap.ALLOW
+    misfire: Misfire = Misfire.CATCH_UP
+    misfire_deadline_seconds: int | None = None
+    max_attempts: int = 3
+    backoff_seconds: float = 30.0
+    # A running run that shows no sign of life (heartbeat, or start if it does not
+    # heartbeat) for this long is abandoned.
+    timeout_seconds: int = 600
+    heartbeat: bool = False
+    batch_size: int = 1
+
+    @property
+    def is_cron(self) -> bool:
+        return self.kind == JobKind.CRON
+
+    def backoff_for(self, attempt: int) -> float:
+        """Seconds to wait before the attempt after ``attempt`` (exponential, capped at 1 h)."""
+        return float(min(self.backoff_seconds * 2 ** max(attempt - 1, 0), 3600.0))
+
+
+class JobRegistry:
+    def __init__(self) -> None:
+        self._jobs: dict[str, Job] = {}
+
+    def add(self, job: Job) -> Job:
+        existing = self._jobs.get(job.name)
+        if existing is not None and existing.handler is not job.handler:
+            raise ValueError(f"job {job.name!r} is declared twice")
+        self._jobs[job.name] = job
+        return job
+
+    def remove(self, name: str) -> None:
+        self._jobs.pop(name, None)
+
+    def get(self, name: str) -> Job:
+        try:
+            return self._jobs[name]
+        except KeyError:
+            known = ", ".join(sorted(self._jobs)) or "none"
+            raise UnknownJobError(f"unknown job {name!r} (known jobs: {known})") from None
+
+    def all(self) -> list[Job]:
+        return [self._jobs[name] for name in sorted(self._jobs)]
+
+    def cron_jobs(self) -> list[Job]:
+        return [job for job in self.all() if job.is_cron]
+
+
+class UnknownJobError(LookupError):
+    pass
+
+
+registry = JobRegistry()
+
+
+def job(
+    name: str,
+    *,
+    cron: str | None = None,
+    delayed: bool = False,
+    timezone: str = "UTC",
+    overlap: Overlap = Overlap.ALLOW,
+    misfire: Misfire = Misfire.CATCH_UP,
+    misfire_deadline_seconds: int | None = None,
+    max_attempts: int = 3,
+    backoff_seconds: float = 30.0,
+    timeout_seconds: int = 600,
+    heartbeat: bool = False,
+    batch_size: int = 1,
+) -> Callable[[Handler], Handler]:
+    """Declare ``name`` with either ``cron=`` or ``delayed=True``; see the module doc."""
+
+    def register(handler: Handler) -> Handler:
+        registry.add(
+            Job(
+                name=name,
+                handler=handler,
+                kind=JobKind.DELAYED if delayed else JobKind.CRON,
+                cron=cron or "",
+                timezone=timezone,
+                overlap=overlap,
+                misfire=misfire,
+                misfire_deadline_seconds=misfire_deadline_seconds,
+                max_attempts=max_attempts,
+                backoff_seconds=backoff_seconds,
+                timeout_seconds=timeout_seconds,
+                heartbeat=heartbeat,
+                batch_size=batch_size,
+            )
+        )
+        return handler
+
+    return register

@@ -1,0 +1,163 @@
+"""Settings for the tiffin project, read from the environment (see ``.env.example``).
+
+Every value a deployment may change comes through a typed helper in ``tiffin.env``
+that refuses a value it cannot read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tiffin.env import (
+    database_from_url,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DEBUG", False)
+_INSECURE_DEV_KEY = "django-insecure-tiffin-development-only-key-do-not-use-in-production"
+SECRET_KEY = env_str("SECRET_KEY", _INSECURE_DEV_KEY)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_q",
+    "tiffin.apps.TiffinConfig",
+    "scheduling.apps.SchedulingConfig",
+    "orders.apps.OrdersConfig",
+    "carts.apps.CartsConfig",
+    "payouts.apps.PayoutsConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "tiffin.urls"
+WSGI_APPLICATION = "tiffin.wsgi.application"
+ASGI_APPLICATION = "tiffin.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# The zero-setup default is a SQLite file in the project folder; production sets a
+# postgres:// URL. See tiffin.env.database_from_url for the SQLite options.
+DATABASE_URL = env_str("DATABASE_URL", "sqlite:///db/tiffin.sqlite3")
+DATABASES = {"default": database_from_url(DATABASE_URL, base_dir=BASE_DIR)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+# Storage and computation are in UTC; local time appears only in business rules and
+# display. tiffin.checks refuses to start otherwise.
+TIME_ZONE = "UTC"
+USE_TZ = True
+USE_I18N = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+if DEBUG:
+    STORAGES["staticfiles"] = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}
+
+# Security: strict unless DEBUG. Behind a TLS-terminating proxy set SECURE_PROXY_SSL_HEADER.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+if env_bool("BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+
+ADMINS = [("Tiffin operators", address) for address in env_list("ADMIN_EMAILS", [])]
+SERVER_EMAIL = env_str("SERVER_EMAIL", "tiffin@localhost")
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django_q": {"level": env_str("DJANGO_Q_LOG_LEVEL", "WARNING")}},
+}
+
+# --- Business rules -------------------------------------------------------------------
+# Minutes a restaurant has to accept or reject an order before it is cancelled.
+ORDER_ACCEPT_TIMEOUT_SECONDS = env_int("ORDER_ACCEPT_TIMEOUT_SECONDS", 600, minimum=1)
+# A business week is payable once its end plus this delay has passed.
+PAYOUT_SETTLEMENT_DELAY_SECONDS = env_int("PAYOUT_SETTLEMENT_DELAY_SECONDS", 1800, minimum=0)
+CART_STALE_DAYS = env_int("CART_STALE_DAYS", 7, minimum=1)
+CART_CLEANUP_BATCH_SIZE = env_int("CART_CLEANUP_BATCH_SIZE", 5000, minimum=1)
+
+# --- Scheduling engine ----------------------------------------------------------------
+# Longest sleep of the scheduler loop, so a new delayed run is noticed within this time.
+SCHEDULER_POLL_SECONDS = env_float("SCHEDULER_POLL_SECONDS", 1.0, minimum=0.01)
+# How far back a tick pass looks for missed ticks of a cron job.
+SCHEDULER_LOOKBACK_SECONDS = env_int("SCHEDULER_LOOKBACK_SECONDS", 35 * 24 * 3600, minimum=60)
+# Most missed ticks one pass claims for one job (the rest come in later passes).
+SCHEDULER_MAX_TICKS_PER_PASS = env_int("SCHEDULER_MAX_TICKS_PER_PASS", 500, minimum=1)
+# Seconds without a heartbeat after which a running run is abandoned (per job override).
+SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS = env_int("SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS", 300, minimum=1)
+SCHEDULER_WEBHOOK_URL = env_str("SCHEDULER_WEBHOOK_URL", "")
+# healthchecks.io-style ping URLs per job: TIFFIN_PING_URL_<JOB_NAME_UPPER_SNAKE>.
+SCHEDULER_PING_TIMEOUT_SECONDS = env_float("SCHEDULER_PING_TIMEOUT_SECONDS", 5.0, minimum=0.1)
+
+# django-q2: the ORM broker on the default database, so an enqueue inside a transaction
+# commits or rolls back with the claim. job_runs owns retries: failures are acknowledged
+# and a task is attempted once by django-q2; its own scheduler is off (ours replaces it).
+Q_CLUSTER = {
+    "name": "tiffin",
+    "orm": "default",
+    "workers": env_int("Q_WORKERS", 2, minimum=1),
+    "timeout": env_int("Q_TIMEOUT_SECONDS", 1800, minimum=1),
+    "retry": env_int("Q_RETRY_SECONDS", 1860, minimum=2),
+    "max_attempts": 1,
+    "ack_failures": True,
+    "save_limit": env_int("Q_SAVE_LIMIT", 1000, minimum=0),
+    "poll": env_float("Q_POLL_SECONDS", 0.1, minimum=0.01),
+    "scheduler": False,
+    "catch_up": False,
+    "label": "Task queue",
+}
