@@ -203,3 +203,6 @@ class FenceCounter(models.Model):
 
     class Meta:
         db_table = "job_fence_counter"
+
+    def __str__(self) -> str:
+        return f"fence counter at {self.value}"
