@@ -1,0 +1,109 @@
+"""Writes for carts and their items.
+
+Every change to a cart or its items also sets ``Cart.updated_at`` in the same transaction:
+the nightly clean-up deletes carts by that column, so a change that forgot it would let a
+cart in use look abandoned. The touch is the first statement of each change, so on
+PostgreSQL its row lock also serialises concurrent changes to one cart.
+
+``updated_at`` never moves backwards: servers' clocks disagree by a little, and a change
+stamped by a slow clock must not make a cart look older than it is.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
+from django.utils import timezone as dj_timezone
+
+from carts.models import Cart, CartItem
+
+_SKU_MAX = CartItem._meta.get_field("sku").max_length or 64
+_CUSTOMER_REF_MAX = Cart._meta.get_field("customer_ref").max_length or 64
+
+
+class CartError(Exception):
+    """Base of the errors a caller can cause through the cart services."""
+
+
+class CartNotFoundError(CartError, LookupError):
+    def __init__(self, cart_id: int) -> None:
+        self.cart_id = cart_id
+        super().__init__(f"cart {cart_id} does not exist")
+
+
+class CartItemNotFoundError(CartError, LookupError):
+    def __init__(self, *, cart_id: int, sku: str) -> None:
+        self.cart_id = cart_id
+        self.sku = sku
+        super().__init__(f"cart {cart_id} has no item {sku!r}")
+
+
+def cart_create(*, customer_ref: str, now: datetime) -> Cart:
+    _require_aware(now)
+    if not customer_ref or len(customer_ref) > _CUSTOMER_REF_MAX:
+        raise ValidationError({"customer_ref": f"customer_ref must be 1 to {_CUSTOMER_REF_MAX} characters"})
+    return Cart.objects.create(customer_ref=customer_ref, created_at=now, updated_at=now)
+
+
+def cart_touch(*, cart_id: int, now: datetime) -> None:
+    """Record activity on the cart at ``now`` (never earlier than what is stored)."""
+    _require_aware(now)
+    changed = Cart.objects.filter(pk=cart_id).update(updated_at=Greatest(F("updated_at"), Value(now)))
+    if changed != 1:
+        raise CartNotFoundError(cart_id)
+
+
+def cart_add_item(*, cart_id: int, sku: str, quantity: int, unit_price: Decimal, now: datetime) -> CartItem:
+    """Add ``quantity`` of ``sku``. A cart holds one line per SKU: adding a SKU it already
+    holds adds to that line's quantity and takes the new unit price (the price shown now)."""
+    _check_item(sku=sku, quantity=quantity, unit_price=unit_price)
+    with transaction.atomic():
+        cart_touch(cart_id=cart_id, now=now)
+        item = CartItem.objects.filter(cart_id=cart_id, sku=sku).first()
+        if item is None:
+            return CartItem.objects.create(cart_id=cart_id, sku=sku, quantity=quantity, unit_price=unit_price)
+        CartItem.objects.filter(pk=item.pk).update(quantity=F("quantity") + quantity, unit_price=unit_price)
+        item.refresh_from_db()
+        return item
+
+
+def cart_remove_item(*, cart_id: int, sku: str, now: datetime, quantity: int | None = None) -> None:
+    """Remove ``quantity`` of ``sku`` from the cart, or the whole line when ``quantity`` is
+    None or at least what the line holds."""
+    if quantity is not None and quantity < 1:
+        raise ValidationError({"quantity": f"quantity {quantity} must be at least 1"})
+    with transaction.atomic():
+        cart_touch(cart_id=cart_id, now=now)
+        item = CartItem.objects.filter(cart_id=cart_id, sku=sku).first()
+        if item is None:
+            raise CartItemNotFoundError(cart_id=cart_id, sku=sku)
+        if quantity is None or quantity >= item.quantity:
+            item.delete()
+        else:
+            CartItem.objects.filter(pk=item.pk).update(quantity=F("quantity") - quantity)
+
+
+def _check_item(*, sku: str, quantity: int, unit_price: Decimal) -> None:
+    errors: dict[str, str] = {}
+    if not sku or len(sku) > _SKU_MAX:
+        errors["sku"] = f"sku must be 1 to {_SKU_MAX} characters"
+    if isinstance(quantity, bool) or not isinstance(quantity, int) or quantity < 1:
+        errors["quantity"] = f"quantity {quantity!r} must be a whole number of at least 1"
+    if not isinstance(unit_price, Decimal) or not unit_price.is_finite() or unit_price < 0:
+        errors["unit_price"] = f"unit price {unit_price!r} must be a Decimal of at least 0"
+    elif unit_price != unit_price.quantize(Decimal("0.01")):
+        # Refused, not rounded: the price stored is the price the customer was shown.
+        errors["unit_price"] = f"unit price {unit_price} has fractions of a cent"
+    if errors:
+        raise ValidationError(errors)
+
+
+def _require_aware(now: datetime) -> None:
+    # A naive datetime would be read as UTC by Django with only a warning; refuse it loudly.
+    if dj_timezone.is_naive(now):
+        raise ValueError(f"now must be an aware datetime, got naive {now.isoformat()}")

@@ -1,0 +1,40 @@
+"""Reads of restaurants and orders. Functions with keyword-only arguments; no writes."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.db.models import Count, Sum
+
+from orders.models import Order, OrderStatus, Restaurant
+
+
+def order_get(*, order_id: int) -> Order | None:
+    return Order.objects.select_related("restaurant").filter(pk=order_id).first()
+
+
+def order_status_get(*, order_id: int) -> str | None:
+    """The order's status as stored now, or None when there is no such order."""
+    return Order.objects.filter(pk=order_id).values_list("status", flat=True).first()
+
+
+def restaurant_counts_by_timezone() -> dict[str, int]:
+    rows = Restaurant.objects.order_by("timezone").values("timezone").annotate(n=Count("id"))
+    return {row["timezone"]: row["n"] for row in rows}
+
+
+def order_counts_by_status() -> dict[str, int]:
+    """Orders per status, every status present (zero when none), in the enum's order."""
+    rows = Order.objects.order_by().values("status").annotate(n=Count("id"))
+    found = {row["status"]: row["n"] for row in rows}
+    return {status.value: found.get(status.value, 0) for status in OrderStatus}
+
+
+def order_delivered_gross_total() -> Decimal:
+    """Sum of the totals of delivered orders.
+
+    Exact on PostgreSQL (NUMERIC). SQLite sums in floating point and Django quantizes the
+    result to cents, which is exact far beyond any realistic number of orders.
+    """
+    total = Order.objects.filter(status=OrderStatus.DELIVERED).aggregate(total=Sum("total"))["total"]
+    return total if total is not None else Decimal("0.00")

@@ -1,0 +1,176 @@
+"""Writes for restaurants and orders.
+
+Order statuses move only along these edges; every other request is refused::
+
+    placed   -> accepted | rejected | cancelled
+    accepted -> delivered
+    rejected, cancelled, delivered: final
+
+Each move is one conditional UPDATE (``WHERE id = ? AND status IN (legal sources)``)
+followed by a check that exactly one row changed. Of two racing callers the database
+applies only one: on PostgreSQL the second UPDATE waits for the first's row lock, then
+re-reads the row, no longer matches, and changes nothing; SQLite has a single writer. The
+loser gets OrderTransitionError and has written nothing. No lock is taken before the
+update because nothing is read before it.
+
+Cancelling is allowed only from ``placed``. Once a restaurant accepts, it is cooking and
+the order counts towards its payout when delivered; undoing that is a refund, which this
+application does not model. It also lets the stale-order jobs call ``order_cancel`` as it
+is: an order the restaurant accepted in the meantime is refused, not cancelled.
+"""
+
+# A later issue makes order_place also create the order's delayed ``cancel-stale-order``
+# run (due at placed_at + ORDER_ACCEPT_TIMEOUT_SECONDS) inside the same transaction, so an
+# order never exists without its cancellation. That is deliberately not implemented here.
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone as dj_timezone
+
+from orders.errors import OrderError, OrderNotFoundError, OrderTransitionError
+from orders.models import Order, OrderStatus, Restaurant
+from orders.selectors import order_status_get
+from tiffin.validators import validate_time_zone
+
+_NAME_MAX = Restaurant._meta.get_field("name").max_length or 200
+_CUSTOMER_REF_MAX = Order._meta.get_field("customer_ref").max_length or 64
+_REASON_MAX = Order._meta.get_field("cancel_reason").max_length or 200
+
+
+@dataclass(frozen=True)
+class _Transition:
+    action: str  # the past participle the error message uses: "order 3 ... can be accepted"
+    sources: tuple[OrderStatus, ...]
+    target: OrderStatus
+    stamp: str  # the timestamp field set to ``now``
+
+
+_ACCEPT = _Transition("accepted", (OrderStatus.PLACED,), OrderStatus.ACCEPTED, "accepted_at")
+_REJECT = _Transition("rejected", (OrderStatus.PLACED,), OrderStatus.REJECTED, "rejected_at")
+_DELIVER = _Transition("delivered", (OrderStatus.ACCEPTED,), OrderStatus.DELIVERED, "delivered_at")
+_CANCEL = _Transition("cancelled", (OrderStatus.PLACED,), OrderStatus.CANCELLED, "cancelled_at")
+
+
+def restaurant_create(*, name: str, timezone: str, commission_rate: Decimal, onboarded_at: datetime) -> Restaurant:
+    """Create a restaurant; a bad name, zone or rate raises ValidationError (per field)."""
+    _require_aware(onboarded_at, "onboarded_at")
+    errors = _restaurant_errors(name=name, timezone=timezone, commission_rate=commission_rate)
+    if errors:
+        raise ValidationError(errors)
+    return Restaurant.objects.create(
+        name=name.strip(), timezone=timezone, commission_rate=commission_rate, onboarded_at=onboarded_at
+    )
+
+
+def order_place(*, restaurant: Restaurant, customer_ref: str, total: Decimal, now: datetime) -> Order:
+    """Place an order at ``now``. Amounts are stored as given: a total with fractions of a
+    cent is refused rather than rounded, so the amount charged is the amount stored."""
+    _require_aware(now, "now")
+    errors = _order_errors(customer_ref=customer_ref, total=total)
+    if errors:
+        raise ValidationError(errors)
+    if not restaurant.is_active:
+        raise OrderError(f"restaurant {restaurant.pk} ({restaurant.name}) is not taking orders: it is inactive")
+    with transaction.atomic():
+        return Order.objects.create(restaurant=restaurant, customer_ref=customer_ref, total=total, placed_at=now)
+
+
+def order_accept(*, order_id: int, now: datetime) -> Order:
+    return _transition(_ACCEPT, order_id=order_id, now=now)
+
+
+def order_reject(*, order_id: int, now: datetime) -> Order:
+    return _transition(_REJECT, order_id=order_id, now=now)
+
+
+def order_deliver(*, order_id: int, now: datetime) -> Order:
+    """Mark an accepted order delivered at ``now`` (the edge passes ``tiffin.clock.now()``)."""
+    return _transition(_DELIVER, order_id=order_id, now=now)
+
+
+def order_cancel(*, order_id: int, now: datetime, reason: str) -> Order:
+    """Cancel an order the restaurant has not yet accepted or rejected (see module docstring)."""
+    reason = reason.strip()
+    if not reason or len(reason) > _REASON_MAX:
+        raise ValidationError({"reason": f"a cancellation needs a reason of 1 to {_REASON_MAX} characters"})
+    return _transition(_CANCEL, order_id=order_id, now=now, cancel_reason=reason)
+
+
+def _transition(transition: _Transition, *, order_id: int, now: datetime, **extra: Any) -> Order:
+    _require_aware(now, "now")
+    with transaction.atomic():
+        changed = (
+            Order.objects.filter(pk=order_id, status__in=transition.sources)
+            .order_by()
+            .update(status=transition.target, **{transition.stamp: now}, **extra)
+        )
+        if changed != 1:
+            raise _refusal(transition, order_id=order_id)
+        # Read back inside the transaction: our row lock keeps anyone else from moving it.
+        return Order.objects.select_related("restaurant").get(pk=order_id)
+
+
+def _refusal(transition: _Transition, *, order_id: int) -> OrderError:
+    # Under READ COMMITTED this sees the winner's committed status, so the message names it.
+    current = order_status_get(order_id=order_id)
+    if current is None:
+        return OrderNotFoundError(order_id)
+    allowed = [status.value for status in transition.sources]
+    return OrderTransitionError(order_id=order_id, current=current, action=transition.action, allowed_from=allowed)
+
+
+def _restaurant_errors(*, name: str, timezone: str, commission_rate: Decimal) -> dict[str, str]:
+    errors: dict[str, str] = {}
+    if not name.strip() or len(name.strip()) > _NAME_MAX:
+        errors["name"] = f"a restaurant needs a name of 1 to {_NAME_MAX} characters"
+    try:
+        validate_time_zone(timezone)
+    except ValidationError as error:
+        errors["timezone"] = error.messages[0]
+    rate_error = _rate_error(commission_rate)
+    if rate_error:
+        errors["commission_rate"] = rate_error
+    return errors
+
+
+def _rate_error(rate: Decimal) -> str | None:
+    if not isinstance(rate, Decimal) or not rate.is_finite():
+        return f"commission rate {rate!r} must be a finite Decimal such as Decimal('0.15')"
+    if not Decimal("0") <= rate < Decimal("1"):
+        return f"commission rate {rate} must be a fraction with 0 <= rate < 1 (0.15 is 15 %)"
+    if _decimal_places(rate) > 4:
+        return f"commission rate {rate} has more than 4 decimal places"
+    return None
+
+
+def _order_errors(*, customer_ref: str, total: Decimal) -> dict[str, str]:
+    errors: dict[str, str] = {}
+    if not customer_ref or len(customer_ref) > _CUSTOMER_REF_MAX:
+        errors["customer_ref"] = f"customer_ref must be 1 to {_CUSTOMER_REF_MAX} characters"
+    if not isinstance(total, Decimal) or not total.is_finite():
+        errors["total"] = f"total {total!r} must be a finite Decimal such as Decimal('12.50')"
+    elif total <= 0:
+        errors["total"] = f"total {total} must be more than 0"
+    elif _decimal_places(total) > 2:
+        errors["total"] = f"total {total} has fractions of a cent; pass it rounded to 2 decimal places"
+    elif total >= Decimal("1e10"):
+        errors["total"] = f"total {total} is too large (at most 9999999999.99)"
+    return errors
+
+
+def _decimal_places(value: Decimal) -> int:
+    exponent = value.normalize().as_tuple().exponent
+    return -exponent if isinstance(exponent, int) and exponent < 0 else 0
+
+
+def _require_aware(value: datetime, name: str) -> None:
+    # A naive datetime would be read as UTC by Django with only a warning; refuse it loudly.
+    if dj_timezone.is_naive(value):
+        raise ValueError(f"{name} must be an aware datetime, got naive {value.isoformat()}")
