@@ -206,3 +206,20 @@ class FenceCounter(models.Model):
 
     def __str__(self) -> str:
         return f"fence counter at {self.value}"
+
+
+class SchedulerNode(models.Model):
+    """One row per scheduler loop (host:pid), stamped every pass: /healthz reads the
+    age of the newest pass to tell whether any scheduler is alive."""
+
+    name = models.CharField(max_length=200, primary_key=True)
+    started_at = models.DateTimeField()
+    last_pass_at = models.DateTimeField()
+    passes = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "job_scheduler_nodes"
+        ordering = ["-last_pass_at"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -17,7 +17,8 @@ stops the process at start with the job's name in the message.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +74,19 @@ class JobRegistry:
         except KeyError:
             known = ", ".join(sorted(self._jobs)) or "none"
             raise UnknownJobError(f"unknown job {name!r} (known jobs: {known})") from None
+
+    @contextmanager
+    def replaced(self, *jobs: Job) -> Iterator[None]:
+        """Temporarily declare exactly ``jobs`` (tests of the engine use their own jobs)."""
+        saved = self._jobs
+        self._jobs = {job.name: job for job in jobs}
+        try:
+            yield
+        finally:
+            self._jobs = saved
+
+    def has(self, name: str) -> bool:
+        return name in self._jobs
 
     def all(self) -> list[Job]:
         return [self._jobs[name] for name in sorted(self._jobs)]

@@ -75,10 +75,14 @@ def now() -> datetime:
 
 def sleep(seconds: float) -> None:
     """Sleep for ``seconds`` of clock time (shorter in real time when accelerated)."""
-    if seconds <= 0:
-        return
+    if seconds > 0:
+        time.sleep(real_seconds(seconds))
+
+
+def real_seconds(seconds: float) -> float:
+    """How many real seconds ``seconds`` of clock time take (fewer when accelerated)."""
     simulated = _simulated()
-    time.sleep(simulated.real_seconds(seconds) if simulated is not None else seconds)
+    return simulated.real_seconds(seconds) if simulated is not None else seconds
 
 
 def is_simulated() -> bool:

@@ -75,6 +75,8 @@ TEMPLATES = [
 DATABASE_URL = env_str("DATABASE_URL", "sqlite:///db/tiffin.sqlite3")
 DATABASES = {"default": database_from_url(DATABASE_URL, base_dir=BASE_DIR)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# The payout index INCLUDEs total for index-only scans on PostgreSQL; SQLite ignores it.
+SILENCED_SYSTEM_CHECKS = ["models.W040"]
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -138,6 +140,10 @@ SCHEDULER_POLL_SECONDS = env_float("SCHEDULER_POLL_SECONDS", 1.0, minimum=0.01)
 SCHEDULER_LOOKBACK_SECONDS = env_int("SCHEDULER_LOOKBACK_SECONDS", 35 * 24 * 3600, minimum=60)
 # Most missed ticks one pass claims for one job (the rest come in later passes).
 SCHEDULER_MAX_TICKS_PER_PASS = env_int("SCHEDULER_MAX_TICKS_PER_PASS", 500, minimum=1)
+# Most due delayed runs and retries one pass enqueues (the loop comes back at once if full).
+SCHEDULER_DUE_BATCH = env_int("SCHEDULER_DUE_BATCH", 2000, minimum=1)
+# A run still 'enqueued' after this long gets another task (a lost task; duplicates are harmless).
+SCHEDULER_REQUEUE_AFTER_SECONDS = env_int("SCHEDULER_REQUEUE_AFTER_SECONDS", 600, minimum=1)
 # Seconds without a heartbeat after which a running run is abandoned (per job override).
 SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS = env_int("SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS", 300, minimum=1)
 SCHEDULER_WEBHOOK_URL = env_str("SCHEDULER_WEBHOOK_URL", "")

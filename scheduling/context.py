@@ -1,0 +1,37 @@
+"""What a handler receives: the run's identity and logical time, and a heartbeat."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from scheduling.models import JobRun, RunStatus
+from tiffin import clock
+
+
+class RunLostError(Exception):
+    """The run is no longer this worker's (abandoned, superseded or re-run elsewhere)."""
+
+
+@dataclass(frozen=True)
+class RunContext:
+    run_id: int
+    job_name: str
+    subject: str
+    # The logical time: every business computation uses it instead of now().
+    scheduled_for: datetime
+    fence: int
+    attempt: int
+    trigger: str
+
+    def heartbeat(self) -> None:
+        """Prove this run is alive; raise RunLostError if it is no longer ours.
+
+        Long handlers call it between batches. The update is conditional on the fence,
+        so a worker that was paused past its lease learns at once that it lost the run.
+        """
+        changed = JobRun.objects.filter(id=self.run_id, fence=self.fence, status=RunStatus.RUNNING).update(
+            heartbeat_at=clock.now()
+        )
+        if changed != 1:
+            raise RunLostError(f"run {self.run_id} (fence {self.fence}) is no longer running on this worker")

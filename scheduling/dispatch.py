@@ -1,0 +1,233 @@
+"""Tick and dispatch: one scheduler pass, safe on any number of servers at once.
+
+A pass (``tick_pass``):
+
+1. registers the declared jobs (idempotent upsert) and reads their stored state;
+2. for every cron job, computes the logical ticks due since its last claimed tick
+   (never "now minus an interval"), applies the misfire policy and claims each tick
+   with INSERT ... ON CONFLICT DO NOTHING; only the winner enqueues, in the same
+   transaction;
+3. abandons running runs that stopped showing signs of life;
+4. enqueues due delayed runs and due retries, taken with FOR UPDATE SKIP LOCKED;
+5. re-enqueues runs that sat in ``enqueued`` too long (a lost task or a queue head).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max, Min
+
+from scheduling import cron, sql
+from scheduling.events import runs_record
+from scheduling.models import JobRun, RunStatus, Schedule, Trigger
+from scheduling.policies import PlannedTick, misfire_plan
+from scheduling.queue import enqueue_runs
+from scheduling.registry import Job, registry
+from scheduling.schedules import schedules_ensure
+from scheduling.transitions import runs_fail
+
+DUE_STATUSES = (RunStatus.SCHEDULED, RunStatus.FAILED, RunStatus.ABANDONED)
+
+
+@dataclass(frozen=True)
+class ClaimedTick:
+    job_name: str
+    scheduled_for: datetime
+    status: str
+    skip_reason: str
+
+
+@dataclass
+class TickReport:
+    now: datetime
+    claimed: list[ClaimedTick] = field(default_factory=list)
+    abandoned: int = 0
+    dead: int = 0
+    enqueued_due: int = 0
+    requeued: int = 0
+    # True when a batch limit was hit: the loop should come back at once.
+    more_due: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["now"] = self.now.isoformat()
+        data["claimed"] = [{**asdict(c), "scheduled_for": c.scheduled_for.isoformat()} for c in self.claimed]
+        return data
+
+
+def tick_pass(*, now: datetime) -> TickReport:
+    """One pass of the scheduler at ``now`` (see the module doc for the steps)."""
+    schedules = schedules_ensure(now=now)
+    report = TickReport(now=now)
+    for job in registry.cron_jobs():
+        report.claimed += cron_job_claim_due(job=job, schedule=schedules[job.name], now=now)
+    report.abandoned, report.dead = runs_abandon_silent(now=now)
+    paused = {name for name, schedule in schedules.items() if schedule.paused}
+    report.enqueued_due, report.more_due = runs_enqueue_due(now=now, paused=paused)
+    report.requeued = runs_requeue_stale(now=now)
+    return report
+
+
+def cron_job_cursor(job_name: str) -> datetime | None:
+    """The job's last claimed cron tick: the newest ``scheduled_for`` of its cron rows.
+
+    Served by the claim key index (job_name, subject, scheduled_for). Manual and
+    backfill rows do not move it, so a manual run never hides a missed tick.
+    """
+    latest: datetime | None = JobRun.objects.filter(job_name=job_name, subject="", trigger=Trigger.CRON).aggregate(
+        latest=Max("scheduled_for")
+    )["latest"]
+    return latest
+
+
+def cron_job_due_ticks(*, job: Job, schedule: Schedule, now: datetime) -> list[datetime]:
+    """Ticks after the cursor (or first sighting), within the bounded look-back, up to now."""
+    lookback = now - timedelta(seconds=settings.SCHEDULER_LOOKBACK_SECONDS)
+    bounds = [b for b in (cron_job_cursor(job.name), schedule.first_seen_at, lookback) if b is not None]
+    return cron.ticks_between(job.cron, job.timezone, max(bounds), now)
+
+
+def cron_job_claim_due(*, job: Job, schedule: Schedule, now: datetime) -> list[ClaimedTick]:
+    """Claim the due ticks of one cron job; return the ones this server won."""
+    ticks = cron_job_due_ticks(job=job, schedule=schedule, now=now)
+    if not ticks:
+        return []
+    plan = misfire_plan(
+        job=job, ticks=ticks, now=now, paused=schedule.paused, limit=settings.SCHEDULER_MAX_TICKS_PER_PASS
+    )
+    with transaction.atomic():
+        won = runs_claim(job=job, plan=plan, trigger=Trigger.CRON, now=now)
+    return [ClaimedTick(job.name, run.scheduled_for, run.status, run.skip_reason) for run in won]
+
+
+def runs_claim(
+    *, job: Job, plan: list[PlannedTick], trigger: Trigger, now: datetime, subject: str = "", enqueue: bool = True
+) -> list[JobRun]:
+    """Insert the planned claims; enqueue the ones won that should run (unless the
+    caller executes them itself). Call inside a transaction: claim and enqueue commit together."""
+    rows = [_claim_row(job.name, subject, planned, trigger, now) for planned in plan]
+    won = list(JobRun.objects.filter(id__in=sql.claim_runs(rows)).order_by("scheduled_for"))
+    for run in won:
+        if enqueue and run.status == RunStatus.ENQUEUED:
+            enqueue_runs(job_name=job.name, run_ids=[run.id])
+    for status, runs in itertools.groupby(won, key=lambda run: run.status):
+        runs_record(list(runs), kind="skipped" if status == RunStatus.SKIPPED else "claimed", now=now)
+    return won
+
+
+def _claim_row(job_name: str, subject: str, planned: PlannedTick, trigger: Trigger, now: datetime) -> tuple[Any, ...]:
+    skipped = planned.status == RunStatus.SKIPPED
+    enqueued = planned.status == RunStatus.ENQUEUED
+    # Follows sql.CLAIM_COLUMNS.
+    return (
+        job_name,
+        subject,
+        planned.scheduled_for,
+        planned.scheduled_for,
+        planned.status,
+        trigger,
+        now,
+        now if enqueued else None,
+        now if skipped else None,
+        planned.skip_reason,
+        0,
+        "",
+        "",
+    )
+
+
+def runs_abandon_silent(*, now: datetime) -> tuple[int, int]:
+    """Mark running runs with no sign of life for longer than their job's timeout.
+
+    An abandoned run counts as a failed attempt: it is retried after backoff (a new
+    start takes a new fence, so the lost worker can no longer write) or, out of
+    attempts, it is dead. Returns (abandoned, dead).
+    """
+    abandoned = dead = 0
+    for job in registry.all():
+        cutoff = now - timedelta(seconds=job.timeout_seconds)
+        with transaction.atomic():
+            silent = list(
+                JobRun.objects.select_for_update(skip_locked=True).filter(
+                    job_name=job.name, status=RunStatus.RUNNING, heartbeat_at__lt=cutoff
+                )
+            )
+            for run in silent:
+                message = f"no heartbeat since {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC from {run.worker or '?'}"
+                outcome = runs_fail(job=job, runs=[run], now=now, error=message, abandoned=True)
+                abandoned += outcome == RunStatus.ABANDONED
+                dead += outcome == RunStatus.DEAD
+    return abandoned, dead
+
+
+def runs_enqueue_due(*, now: datetime, paused: set[str]) -> tuple[int, bool]:
+    """Enqueue due delayed runs and due retries, batched per job. Returns (count, more_due).
+
+    FOR UPDATE SKIP LOCKED lets several schedulers take disjoint rows; the partial
+    index job_run_due serves the WHERE status IN (...) AND due_at <= now ORDER BY due_at.
+    """
+    limit = settings.SCHEDULER_DUE_BATCH
+    with transaction.atomic():
+        due = list(
+            JobRun.objects.select_for_update(skip_locked=True)
+            .filter(status__in=DUE_STATUSES, due_at__lte=now)
+            .exclude(job_name__in=paused)
+            .order_by("due_at")[:limit]
+        )
+        known = [run for run in due if registry.has(run.job_name)]
+        JobRun.objects.filter(id__in=[run.id for run in known]).update(status=RunStatus.ENQUEUED, enqueued_at=now)
+        for job_name, runs in itertools.groupby(sorted(known, key=lambda r: r.job_name), key=lambda r: r.job_name):
+            _enqueue_batches(registry.get(job_name), [run.id for run in runs])
+        for run in known:
+            run.status = RunStatus.ENQUEUED
+        runs_record(known, kind="enqueued", now=now)
+    return len(known), len(due) == limit
+
+
+def _enqueue_batches(job: Job, run_ids: list[int]) -> None:
+    for start in range(0, len(run_ids), job.batch_size):
+        enqueue_runs(job_name=job.name, run_ids=run_ids[start : start + job.batch_size])
+
+
+def runs_requeue_stale(*, now: datetime) -> int:
+    """Enqueue another task for runs left in ``enqueued`` too long.
+
+    Covers a task that was acknowledged without starting its run (the worker died
+    before the start committed) and the head of a ``queue`` job whose predecessor's
+    hand-off was lost. A duplicate delivery is harmless: the start is conditional.
+    """
+    cutoff = now - timedelta(seconds=settings.SCHEDULER_REQUEUE_AFTER_SECONDS)
+    with transaction.atomic():
+        stale = list(
+            JobRun.objects.select_for_update(skip_locked=True)
+            .filter(status=RunStatus.ENQUEUED, enqueued_at__lt=cutoff)
+            .order_by("enqueued_at")[: settings.SCHEDULER_DUE_BATCH]
+        )
+        stale = [run for run in stale if registry.has(run.job_name)]
+        JobRun.objects.filter(id__in=[run.id for run in stale]).update(enqueued_at=now)
+        for run in stale:
+            enqueue_runs(job_name=run.job_name, run_ids=[run.id])
+        runs_record(stale, kind="requeued", now=now)
+    return len(stale)
+
+
+def next_wakeup(*, now: datetime) -> datetime:
+    """The next instant a pass has work: the next cron tick of any job or the next due
+    run, whichever is first (the loop caps the sleep with SCHEDULER_POLL_SECONDS)."""
+    candidates = [now + timedelta(days=1)]
+    for job in registry.cron_jobs():
+        candidates += cron.next_ticks(job.cron, job.timezone, now, 1)
+    due: datetime | None = (
+        JobRun.objects.filter(status__in=DUE_STATUSES, job_name__in=[job.name for job in registry.all()])
+        .exclude(job_name__in=Schedule.objects.filter(paused=True).values("job_name"))
+        .aggregate(first=Min("due_at"))["first"]
+    )
+    if due is not None:
+        candidates.append(due)
+    return min(candidates)

@@ -1,0 +1,49 @@
+"""Run transitions: an append-only row in job_run_events and one structured log line each."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+
+from scheduling.models import JobRun, JobRunEvent
+
+logger = logging.getLogger("scheduling.runs")
+
+
+def runs_record(runs: Sequence[JobRun], *, kind: str, now: datetime, message: str = "") -> None:
+    """Record that ``runs`` went through transition ``kind`` (started, succeeded, ...)."""
+    events = [
+        JobRunEvent(
+            run_id=run.id,
+            at=now,
+            kind=kind,
+            attempt=run.attempts,
+            fence=run.fence,
+            worker=run.worker,
+            message=message[:2000],
+        )
+        for run in runs
+    ]
+    JobRunEvent.objects.bulk_create(events)
+    for run in runs:
+        logger.info(_log_line(run, kind=kind, now=now, message=message))
+
+
+def _log_line(run: JobRun, *, kind: str, now: datetime, message: str) -> str:
+    duration = run.duration(now=now)
+    fields = {
+        "event": kind,
+        "job": run.job_name,
+        "subject": run.subject,
+        "scheduled_for": run.scheduled_for.isoformat(),
+        "run": run.id,
+        "fence": run.fence,
+        "attempt": run.attempts,
+        "duration_s": round(duration.total_seconds(), 3) if duration is not None else None,
+        "outcome": run.status,
+    }
+    if message:
+        fields["message"] = message[:300]
+    return json.dumps(fields, separators=(",", ":"))

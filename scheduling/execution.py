@@ -1,0 +1,158 @@
+"""Executing runs on a worker: start (with the overlap policy and a new fence), call
+the handler with a context, then hand the outcome to ``transitions``.
+
+django-q2's ORM broker delivers at least once, so the same task may arrive twice, even
+concurrently. The start is a conditional update (enqueued -> running): the second
+delivery finds nothing to start and returns without calling the handler.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import traceback
+from datetime import datetime
+from enum import Enum
+
+from django.db import transaction
+from django.db.models import F
+
+from scheduling import sql
+from scheduling.context import RunContext
+from scheduling.events import runs_record
+from scheduling.models import JobRun, Overlap, RunStatus, SkipReason
+from scheduling.registry import Job, registry
+from scheduling.transitions import runs_fail, runs_succeed
+from tiffin import clock
+
+logger = logging.getLogger("scheduling.runs")
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Decision(Enum):
+    START = "start"
+    WAIT = "wait"
+    SKIP = "skip"
+
+
+def runs_execute(*, run_ids: list[int], worker: str) -> list[RunContext]:
+    """Start ``run_ids`` (all of one job) and run the handler; return the contexts run.
+
+    The clock is read at each transition (start, finish): this is the edge.
+    """
+    job_name = JobRun.objects.filter(id__in=run_ids).values_list("job_name", flat=True).first()
+    if job_name is None:
+        return []
+    job = registry.get(job_name)
+    contexts = runs_start(job=job, run_ids=run_ids, now=clock.now(), worker=worker)
+    if contexts:
+        _call_handler(job=job, contexts=contexts)
+    return contexts
+
+
+def _call_handler(*, job: Job, contexts: list[RunContext]) -> None:
+    runs = list(JobRun.objects.filter(id__in=[c.run_id for c in contexts]).order_by("id"))
+    try:
+        result = job.handler(contexts) if job.batch_size > 1 else job.handler(contexts[0])
+    # The boundary where any error a handler raises becomes a failed attempt (with its
+    # traceback) instead of killing the worker; retries are job_runs' business.
+    except Exception:
+        runs_fail(job=job, runs=runs, now=clock.now(), error=traceback.format_exc(limit=8))
+        return
+    runs_succeed(job=job, runs=runs, now=clock.now(), result=result)
+
+
+def runs_start(*, job: Job, run_ids: list[int], now: datetime, worker: str) -> list[RunContext]:
+    """Move enqueued runs to running with a new fence, applying the overlap policy.
+
+    1. Under a transaction-scoped advisory lock on the job (unless overlap is allow),
+       read the runs still enqueued; none means a duplicate delivery: return.
+    2. Decide the overlap policy: start, wait (queue) or skip (forbid, or replace
+       behind a newer run); replace supersedes the older running runs.
+    3. Take one fence from the sequence and start with a conditional update; only
+       rows still enqueued change, so a concurrent duplicate starts nothing.
+    """
+    with transaction.atomic():
+        if job.overlap != Overlap.ALLOW:
+            sql.lock_job(job.name)
+        pending = list(JobRun.objects.filter(id__in=run_ids, status=RunStatus.ENQUEUED).order_by("id"))
+        if not pending:
+            return []
+        if job.overlap != Overlap.ALLOW:
+            pending = [run for run in pending if _apply_overlap(job=job, run=run, now=now) == Decision.START]
+        return _start(pending=pending, now=now, worker=worker) if pending else []
+
+
+def _start(*, pending: list[JobRun], now: datetime, worker: str) -> list[RunContext]:
+    fence = sql.next_fence()
+    JobRun.objects.filter(id__in=[run.id for run in pending], status=RunStatus.ENQUEUED).update(
+        status=RunStatus.RUNNING,
+        fence=fence,
+        attempts=F("attempts") + 1,
+        started_at=now,
+        heartbeat_at=now,
+        finished_at=None,
+        worker=worker[:200],
+    )
+    started = list(JobRun.objects.filter(id__in=[run.id for run in pending], fence=fence).order_by("id"))
+    runs_record(started, kind="started", now=now)
+    return [
+        RunContext(
+            run_id=run.id,
+            job_name=run.job_name,
+            subject=run.subject,
+            scheduled_for=run.scheduled_for,
+            fence=fence,
+            attempt=run.attempts,
+            trigger=run.trigger,
+        )
+        for run in started
+    ]
+
+
+def _apply_overlap(*, job: Job, run: JobRun, now: datetime) -> Decision:
+    running = list(JobRun.objects.filter(job_name=job.name, status=RunStatus.RUNNING).exclude(id=run.id))
+    decision = overlap_decide(job=job, run=run, running=running)
+    if decision == Decision.SKIP:
+        _skip_for_overlap(run=run, running=running, now=now)
+    elif decision == Decision.START and job.overlap == Overlap.REPLACE:
+        _supersede(older=running, by=run, now=now)
+    return decision
+
+
+def overlap_decide(*, job: Job, run: JobRun, running: list[JobRun]) -> Decision:
+    """The overlap policy as a decision, given the job's other running runs."""
+    if job.overlap == Overlap.QUEUE:
+        older_waiting = JobRun.objects.filter(
+            job_name=job.name, status=RunStatus.ENQUEUED, scheduled_for__lt=run.scheduled_for
+        ).exists()
+        return Decision.WAIT if running or older_waiting else Decision.START
+    if job.overlap == Overlap.REPLACE:
+        newer = any(other.scheduled_for > run.scheduled_for for other in running)
+        return Decision.SKIP if newer else Decision.START
+    if job.overlap == Overlap.FORBID and running:
+        return Decision.SKIP
+    return Decision.START
+
+
+def _skip_for_overlap(*, run: JobRun, running: list[JobRun], now: datetime) -> None:
+    holders = ", ".join(f"run {other.id} ({other.scheduled_for:%Y-%m-%d %H:%M})" for other in running)
+    JobRun.objects.filter(id=run.id, status=RunStatus.ENQUEUED).update(
+        status=RunStatus.SKIPPED, skip_reason=SkipReason.OVERLAP, finished_at=now
+    )
+    run.status, run.skip_reason = RunStatus.SKIPPED, SkipReason.OVERLAP
+    runs_record([run], kind="skipped", now=now, message=f"overlap: still running {holders}")
+
+
+def _supersede(*, older: list[JobRun], by: JobRun, now: datetime) -> None:
+    message = f"superseded by run {by.id} ({by.scheduled_for:%Y-%m-%d %H:%M}); its fence is now stale"
+    JobRun.objects.filter(id__in=[run.id for run in older], status=RunStatus.RUNNING).update(
+        status=RunStatus.SUPERSEDED, finished_at=now, error=message
+    )
+    for run in older:
+        run.status = RunStatus.SUPERSEDED
+    runs_record(older, kind="superseded", now=now, message=message)

@@ -1,0 +1,133 @@
+"""What code and operators ask of the engine: delayed runs, manual runs, backfills,
+pause and resume, re-runs. Each is a keyword-only function; the caller passes ``now``."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.db import transaction
+
+from scheduling import cron
+from scheduling.dispatch import runs_claim
+from scheduling.events import runs_record
+from scheduling.models import JobRun, RunStatus, Schedule, Trigger
+from scheduling.policies import PlannedTick
+from scheduling.queue import enqueue_runs
+from scheduling.registry import registry
+from scheduling.schedules import schedules_ensure
+
+logger = logging.getLogger("scheduling.actions")
+
+
+class SchedulingError(Exception):
+    """A request the engine refuses, with a message for the person who made it."""
+
+
+def run_schedule_delayed(*, job_name: str, subject: str, scheduled_for: datetime, now: datetime) -> JobRun | None:
+    """Create a delayed run of ``job_name`` for ``subject``, due at ``scheduled_for``.
+
+    Call it inside the transaction that creates the subject (an order and its
+    cancellation commit or roll back together). Idempotent: a second call for the same
+    (job, subject, time) returns None and changes nothing.
+    """
+    job = registry.get(job_name)
+    if job.is_cron:
+        raise SchedulingError(f"job {job_name!r} is a cron job; delayed runs need a delayed job")
+    if not subject:
+        raise SchedulingError("a delayed run needs a subject, such as 'order:123'")
+    plan = [PlannedTick(scheduled_for, RunStatus.SCHEDULED)]
+    with transaction.atomic():
+        won = runs_claim(job=job, plan=plan, trigger=Trigger.DELAYED, now=now, subject=subject)
+    return won[0] if won else None
+
+
+def job_latest_tick(*, job_name: str, at: datetime) -> datetime:
+    """The latest tick of a cron job at or before ``at``."""
+    job = registry.get(job_name)
+    if not job.is_cron:
+        raise SchedulingError(f"job {job_name!r} is a delayed job; it has no ticks")
+    tick = cron.latest_tick(job.cron, job.timezone, at)
+    if tick is None:
+        raise SchedulingError(f"job {job_name!r} has no tick at or before {at.isoformat()}")
+    return tick
+
+
+def run_claim_manual(
+    *, job_name: str, scheduled_for: datetime, now: datetime, trigger: Trigger = Trigger.MANUAL, enqueue: bool = True
+) -> JobRun | None:
+    """Claim one logical run by hand through the normal claim path.
+
+    Returns None when the (job, scheduled_for) tick is already claimed: a second manual
+    run of the same tick runs nothing. With ``enqueue=False`` the caller executes the
+    run itself (``run_job --sync``); if it dies first, the requeue sweep picks it up.
+    """
+    job = registry.get(job_name)
+    if scheduled_for > now:
+        raise SchedulingError(f"{scheduled_for.isoformat()} is in the future; a run's logical time must have passed")
+    schedules_ensure(now=now)
+    plan = [PlannedTick(scheduled_for, RunStatus.ENQUEUED)]
+    with transaction.atomic():
+        won = runs_claim(job=job, plan=plan, trigger=trigger, now=now, enqueue=enqueue)
+    return won[0] if won else None
+
+
+def schedule_pause(*, job_name: str, actor: str, now: datetime) -> bool:
+    """Pause a job: its ticks are recorded as skipped (paused) until it is resumed.
+    Returns False if it was already paused."""
+    registry.get(job_name)
+    schedules_ensure(now=now)
+    changed = Schedule.objects.filter(job_name=job_name, paused=False).update(
+        paused=True, paused_at=now, paused_by=actor
+    )
+    logger.info("schedule %s paused by %s (changed=%s)", job_name, actor, bool(changed))
+    return bool(changed)
+
+
+def schedule_resume(*, job_name: str, actor: str, now: datetime) -> bool:
+    """Resume a paused job from the next tick on. Returns False if it was not paused."""
+    registry.get(job_name)
+    schedules_ensure(now=now)
+    changed = Schedule.objects.filter(job_name=job_name, paused=True).update(paused=False, paused_at=None, paused_by="")
+    logger.info("schedule %s resumed by %s (changed=%s)", job_name, actor, bool(changed))
+    return bool(changed)
+
+
+def runs_backfill(*, job_name: str, start: datetime, end: datetime, actor: str, now: datetime) -> list[JobRun]:
+    """Claim every tick of a cron job in [start, end] through the normal claim path
+    (trigger ``backfill``); ticks already claimed are left alone. Returns the new runs."""
+    job = registry.get(job_name)
+    if not job.is_cron:
+        raise SchedulingError(f"job {job_name!r} is a delayed job; only cron jobs can be backfilled")
+    if not start < end <= now:
+        raise SchedulingError("a backfill range needs start < end <= now")
+    ticks = cron.ticks_between(job.cron, job.timezone, start - _EPSILON, end)
+    if len(ticks) > MAX_BACKFILL_TICKS:
+        raise SchedulingError(f"{len(ticks)} ticks in that range; backfill at most {MAX_BACKFILL_TICKS} at a time")
+    schedules_ensure(now=now)
+    plan = [PlannedTick(tick, RunStatus.ENQUEUED) for tick in ticks]
+    with transaction.atomic():
+        won = runs_claim(job=job, plan=plan, trigger=Trigger.BACKFILL, now=now)
+    logger.info("backfill of %s from %s to %s by %s: %s new runs", job_name, start, end, actor, len(won))
+    return won
+
+
+def run_rerun(*, run_id: int, actor: str, now: datetime) -> JobRun:
+    """Give an abandoned or dead run another attempt now (it will start with a new fence)."""
+    with transaction.atomic():
+        run = JobRun.objects.select_for_update().filter(id=run_id).first()
+        if run is None:
+            raise SchedulingError(f"there is no run {run_id}")
+        if run.status not in (RunStatus.ABANDONED, RunStatus.DEAD):
+            raise SchedulingError(f"run {run_id} is {run.status}; only an abandoned or dead run can be re-run")
+        registry.get(run.job_name)
+        JobRun.objects.filter(id=run.id).update(status=RunStatus.ENQUEUED, enqueued_at=now, due_at=now)
+        run.status = RunStatus.ENQUEUED
+        enqueue_runs(job_name=run.job_name, run_ids=[run.id])
+        runs_record([run], kind="rerun", now=now, message=f"re-run requested by {actor}")
+    logger.info("run %s of %s re-run by %s", run_id, run.job_name, actor)
+    return run
+
+
+MAX_BACKFILL_TICKS = 1000
+_EPSILON = timedelta(microseconds=1)
