@@ -1,0 +1,118 @@
+"""Claims: one run per logical tick, whoever and however many ask."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import pytest
+from django.db import connection, transaction
+
+from scheduling import services
+from scheduling.dispatch import tick_pass
+from scheduling.models import JobRun, RunStatus, Schedule, Trigger
+from scheduling.registry import registry
+from scheduling.schedules import schedules_register
+from tests.engine import T0, make_job, queued_tasks
+
+
+def _in_thread(fn):
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            connection.close()
+
+    return wrapper
+
+
+@pytest.mark.django_db
+def test_it_claims_each_due_tick_once_and_enqueues_it():
+    job = make_job(cron="*/10 * * * *")
+    with registry.replaced(job):
+        schedules_register(now=T0)
+        report = tick_pass(now=T0 + timedelta(minutes=35))
+        again = tick_pass(now=T0 + timedelta(minutes=35))
+    assert [c.scheduled_for for c in report.claimed] == [T0 + timedelta(minutes=m) for m in (10, 20, 30)]
+    assert again.claimed == []
+    assert JobRun.objects.filter(status=RunStatus.ENQUEUED, trigger=Trigger.CRON).count() == 3
+    assert len(queued_tasks()) == 3
+
+
+@pytest.mark.django_db
+def test_it_never_claims_ticks_before_the_job_was_first_seen():
+    job = make_job(cron="*/10 * * * *")
+    with registry.replaced(job):
+        schedules_register(now=T0)
+        schedules_register(now=T0 + timedelta(hours=5))  # a later server start keeps first_seen_at
+        tick_pass(now=T0 + timedelta(minutes=15))
+    assert Schedule.objects.get().first_seen_at == T0
+    assert list(JobRun.objects.values_list("scheduled_for", flat=True)) == [T0 + timedelta(minutes=10)]
+
+
+@pytest.mark.django_db
+def test_a_manual_run_of_a_claimed_tick_runs_nothing():
+    job = make_job(cron="*/10 * * * *")
+    with registry.replaced(job):
+        schedules_register(now=T0)
+        tick_pass(now=T0 + timedelta(minutes=10))
+        second = services.run_claim_manual(
+            job_name=job.name, scheduled_for=T0 + timedelta(minutes=10), now=T0 + timedelta(minutes=11)
+        )
+    assert second is None
+    assert JobRun.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_delayed_run_rolled_back_with_its_transaction_leaves_nothing():
+    job = make_job("later", delayed=True)
+    with registry.replaced(job):
+        with pytest.raises(RuntimeError), transaction.atomic():
+            services.run_schedule_delayed(job_name="later", subject="order:1", scheduled_for=T0, now=T0)
+            raise RuntimeError("the order failed to save")
+    assert JobRun.objects.count() == 0
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_32_threads_claiming_the_same_tick_get_exactly_one_run():
+    job = make_job(cron="*/10 * * * *")
+    barrier = threading.Barrier(32)
+
+    @_in_thread
+    def claim(_: int):
+        barrier.wait()
+        return services.run_claim_manual(job_name=job.name, scheduled_for=T0, now=T0 + timedelta(minutes=1))
+
+    with registry.replaced(job):
+        schedules_register(now=T0)
+        with ThreadPoolExecutor(32) as pool:
+            results = list(pool.map(claim, range(32)))
+    assert sum(run is not None for run in results) == 1
+    assert JobRun.objects.filter(job_name=job.name).count() == 1
+    assert len(queued_tasks()) == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_eight_concurrent_tick_passes_over_200_ticks_produce_exactly_200_runs():
+    job_a = make_job("every-minute", cron="* * * * *")
+    job_b = make_job("every-other-minute", cron="*/2 * * * *")
+    start = T0 - timedelta(minutes=200)
+    barrier = threading.Barrier(8)
+
+    @_in_thread
+    def one_pass(offset: int):
+        barrier.wait()
+        # Each "server" sees a slightly different now; all are past the 200th tick.
+        return tick_pass(now=T0 + timedelta(seconds=offset))
+
+    with registry.replaced(job_a, job_b):
+        schedules_register(now=start)
+        with ThreadPoolExecutor(8) as pool:
+            reports = list(pool.map(one_pass, range(8)))
+    assert JobRun.objects.filter(job_name="every-minute").count() == 200
+    assert JobRun.objects.filter(job_name="every-other-minute").count() == 100
+    assert sum(len(r.claimed) for r in reports) == 300
+    assert len(queued_tasks()) == 300
