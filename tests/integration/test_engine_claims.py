@@ -67,10 +67,9 @@ def test_a_manual_run_of_a_claimed_tick_runs_nothing():
 @pytest.mark.django_db
 def test_a_delayed_run_rolled_back_with_its_transaction_leaves_nothing():
     job = make_job("later", delayed=True)
-    with registry.replaced(job):
-        with pytest.raises(RuntimeError), transaction.atomic():
-            services.run_schedule_delayed(job_name="later", subject="order:1", scheduled_for=T0, now=T0)
-            raise RuntimeError("the order failed to save")
+    with registry.replaced(job), pytest.raises(RuntimeError), transaction.atomic():
+        services.run_schedule_delayed(job_name="later", subject="order:1", scheduled_for=T0, now=T0)
+        raise RuntimeError("the order failed to save")
     assert JobRun.objects.count() == 0
 
 

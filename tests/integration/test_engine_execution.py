@@ -92,7 +92,7 @@ def test_overlap_forbid_records_the_new_tick_as_skipped():
 def test_overlap_queue_starts_the_waiting_run_when_the_running_one_ends():
     job = make_job(overlap=Overlap.QUEUE)
     with registry.replaced(job), time_machine.travel(T0 + timedelta(minutes=10), tick=False):
-        first, ctx = _start_blocking_run(job, 0)
+        first, _ctx = _start_blocking_run(job, 0)
         second = _claim(job, 10)
         assert runs_execute(run_ids=[second.id], worker="w") == []
         assert _status(second) == RunStatus.ENQUEUED
