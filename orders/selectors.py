@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 
 from django.db.models import Count, Sum
 
 from orders.models import Order, OrderStatus, Restaurant
+
+CENT = Decimal("0.01")
 
 
 def order_get(*, order_id: int) -> Order | None:
@@ -31,10 +33,11 @@ def order_counts_by_status() -> dict[str, int]:
 
 
 def order_delivered_gross_total() -> Decimal:
-    """Sum of the totals of delivered orders.
+    """Sum of the totals of delivered orders, in cents.
 
-    Exact on PostgreSQL (NUMERIC). SQLite sums in floating point and Django quantizes the
-    result to cents, which is exact far beyond any realistic number of orders.
+    PostgreSQL sums NUMERIC exactly. SQLite sums in floating point, so the result is
+    rounded to cents (half-even); the float error stays far below half a cent for any
+    realistic number of orders, so the rounding restores the exact sum.
     """
     total = Order.objects.filter(status=OrderStatus.DELIVERED).aggregate(total=Sum("total"))["total"]
-    return total if total is not None else Decimal("0.00")
+    return (total or Decimal("0")).quantize(CENT, rounding=ROUND_HALF_EVEN)
