@@ -6,9 +6,16 @@ class SchedulingConfig(AppConfig):
     verbose_name = "Scheduling"
 
     def ready(self) -> None:
+        from importlib import import_module
+
+        from django.conf import settings
         from django.utils.module_loading import autodiscover_modules
 
         from scheduling import checks  # noqa: F401  (registers the system checks)
 
         # Each app declares its jobs in its own jobs.py; importing them registers them.
         autodiscover_modules("jobs")
+        # Extra job modules named by the environment (the failure scenarios declare
+        # test-only jobs this way in the processes they start).
+        for module in settings.SCHEDULING_EXTRA_JOB_MODULES:
+            import_module(module)

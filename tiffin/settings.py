@@ -146,6 +146,8 @@ SCHEDULER_DUE_BATCH = env_int("SCHEDULER_DUE_BATCH", 2000, minimum=1)
 SCHEDULER_REQUEUE_AFTER_SECONDS = env_int("SCHEDULER_REQUEUE_AFTER_SECONDS", 600, minimum=1)
 # Seconds without a heartbeat after which a running run is abandoned (per job override).
 SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS = env_int("SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS", 300, minimum=1)
+# Extra modules declaring jobs, imported at start (the scenarios use it for test-only jobs).
+SCHEDULING_EXTRA_JOB_MODULES = env_list("SCHEDULING_EXTRA_JOB_MODULES", [])
 SCHEDULER_WEBHOOK_URL = env_str("SCHEDULER_WEBHOOK_URL", "")
 # healthchecks.io-style ping URLs per job: TIFFIN_PING_URL_<JOB_NAME_UPPER_SNAKE>.
 SCHEDULER_PING_TIMEOUT_SECONDS = env_float("SCHEDULER_PING_TIMEOUT_SECONDS", 5.0, minimum=0.1)
