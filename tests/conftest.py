@@ -26,3 +26,71 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     terminalreporter.write_line(f"ran on: {connection.vendor}")
+
+
+# --- Domain fixtures: restaurants and orders, made through the services -----------------
+
+
+@pytest.fixture
+def restaurant_factory(db: None) -> Any:
+    """Make a restaurant through ``orders.services.restaurant_create``; any field may be given."""
+    from datetime import UTC, datetime
+    from decimal import Decimal
+
+    from orders.services import restaurant_create
+
+    made = 0
+
+    def make(**fields: Any) -> Any:
+        nonlocal made
+        made += 1
+        values: dict[str, Any] = {
+            "name": f"Restaurant {made}",
+            "timezone": "Asia/Kolkata",
+            "commission_rate": Decimal("0.15"),
+            "onboarded_at": datetime(2026, 1, 5, tzinfo=UTC),
+        }
+        values.update(fields)
+        return restaurant_create(**values)
+
+    return make
+
+
+@pytest.fixture
+def restaurant(restaurant_factory: Any) -> Any:
+    return restaurant_factory()
+
+
+@pytest.fixture
+def order_factory(restaurant_factory: Any) -> Any:
+    """Make an order in a given status by walking the legal transitions, each one minute
+    after the last, starting at ``placed_at``."""
+    from datetime import UTC, datetime, timedelta
+    from decimal import Decimal
+
+    from orders import services
+    from orders.models import OrderStatus
+
+    steps: dict[OrderStatus, list[Any]] = {
+        OrderStatus.PLACED: [],
+        OrderStatus.ACCEPTED: [services.order_accept],
+        OrderStatus.DELIVERED: [services.order_accept, services.order_deliver],
+        OrderStatus.REJECTED: [services.order_reject],
+        OrderStatus.CANCELLED: [lambda **kw: services.order_cancel(reason="customer changed their mind", **kw)],
+    }
+
+    def make(
+        status: str = OrderStatus.PLACED,
+        *,
+        restaurant: Any = None,
+        total: Decimal = Decimal("24.50"),
+        placed_at: datetime = datetime(2026, 3, 2, 12, 0, tzinfo=UTC),
+    ) -> Any:
+        order = services.order_place(
+            restaurant=restaurant or restaurant_factory(), customer_ref="cust-00001", total=total, now=placed_at
+        )
+        for minutes, step in enumerate(steps[OrderStatus(status)], start=1):
+            order = step(order_id=order.pk, now=placed_at + timedelta(minutes=minutes))
+        return order
+
+    return make
