@@ -36,6 +36,8 @@ class SchedulerLoop:
     def run_forever(self) -> None:
         logger.info("scheduler %s started", self.name)
         while not self.stop.is_set():
+            # A long-lived process: drop connections past CONN_MAX_AGE or broken ones.
+            close_old_connections()
             delay = self.process_one_pass_safely()
             self.stop.wait(delay)
         logger.info("scheduler %s stopped after %s passes", self.name, self.passes)
@@ -52,7 +54,6 @@ class SchedulerLoop:
             return ERROR_BACKOFF_SECONDS
 
     def process_one_pass(self) -> float:
-        close_old_connections()
         now = clock.now()
         report = tick_pass(now=now)
         self.passes += 1

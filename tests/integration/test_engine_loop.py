@@ -1,0 +1,56 @@
+"""The scheduler loop sleeps to computed instants, never by fixed intervals."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.test import override_settings
+
+from scheduling import services
+from scheduling.dispatch import next_wakeup
+from scheduling.loop import SchedulerLoop
+from scheduling.models import JobRun, SchedulerNode
+from scheduling.registry import registry
+from tests.engine import T0, make_job
+
+
+@pytest.mark.django_db
+def test_next_wakeup_is_the_next_cron_tick_or_the_next_due_run():
+    hourly = make_job("hourly", cron="0 * * * *")
+    later = make_job("later", delayed=True)
+    with registry.replaced(hourly, later):
+        assert next_wakeup(now=T0 + timedelta(minutes=1)) == T0 + timedelta(hours=1)
+        services.run_schedule_delayed(job_name="later", subject="x:1", scheduled_for=T0 + timedelta(minutes=7), now=T0)
+        assert next_wakeup(now=T0 + timedelta(minutes=1)) == T0 + timedelta(minutes=7)
+
+
+@override_settings(SCHEDULER_POLL_SECONDS=3600)
+@pytest.mark.django_db
+def test_a_pass_sleeps_exactly_until_the_next_tick_and_stamps_its_node():
+    with (
+        registry.replaced(make_job("hourly", cron="0 * * * *")),
+        time_machine.travel(T0 + timedelta(minutes=59, seconds=30), tick=False),
+    ):
+        loop = SchedulerLoop(name="test-node")
+        sleep = loop.process_one_pass()
+    assert sleep == pytest.approx(30.0, abs=0.01)
+    node = SchedulerNode.objects.get(name="test-node")
+    assert (node.passes, node.last_pass_at) == (1, T0 + timedelta(minutes=59, seconds=30))
+
+
+@pytest.mark.django_db
+def test_the_poll_cap_bounds_the_sleep():
+    with registry.replaced(make_job("daily", cron="0 3 * * *")), time_machine.travel(T0, tick=False):
+        assert SchedulerLoop(name="n").process_one_pass() <= 1.0
+
+
+@pytest.mark.django_db
+def test_a_pass_after_an_outage_claims_the_missed_ticks():
+    with registry.replaced(make_job("hourly", cron="0 * * * *")):
+        with time_machine.travel(T0, tick=False):
+            SchedulerLoop(name="n").process_one_pass()
+        with time_machine.travel(T0 + timedelta(hours=3, minutes=5), tick=False):
+            SchedulerLoop(name="n").process_one_pass()
+    assert JobRun.objects.count() == 3
