@@ -223,3 +223,48 @@ class SchedulerNode(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ProblemKind(models.TextChoices):
+    """What the missed-run check can find wrong with a logical run (see scheduling.monitoring)."""
+
+    NEVER_CLAIMED = "never_claimed", "Never claimed"
+    NOT_STARTED = "not_started", "Claimed but never started"
+    OVERRUNNING = "overrunning", "Running past its expected duration"
+    STALE_HEARTBEAT = "stale_heartbeat", "Running with a stale heartbeat"
+    RETRYING = "retrying", "Failed and retrying"
+    DEAD = "dead", "Dead"
+    SKIPPED = "skipped", "Skipped"
+
+
+class RunAlert(models.Model):
+    """One problem the check has alerted on: the memory that makes every problem alert once.
+
+    Unique on (job_name, subject, scheduled_for, kind): a run that goes from retrying to
+    dead alerts twice (two kinds), an hourly check seeing the same dead run alerts once.
+    ``resolved_at`` is set by the first check that no longer sees the problem.
+    """
+
+    job_name = models.CharField(max_length=100)
+    subject = models.CharField(max_length=200, blank=True, default="")
+    scheduled_for = models.DateTimeField()
+    kind = models.CharField(max_length=32, choices=ProblemKind.choices)
+    run_id = models.BigIntegerField(null=True, blank=True)
+    detail = models.TextField(blank=True)
+    alerted_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "job_run_alerts"
+        ordering = ["-alerted_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["job_name", "subject", "scheduled_for", "kind"], name="job_run_alert_once"),
+        ]
+        indexes = [
+            # /healthz and each check pass: the open alerts,
+            # WHERE resolved_at IS NULL.
+            models.Index(fields=["alerted_at"], name="job_run_alert_open", condition=Q(resolved_at__isnull=True)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.job_name} @ {self.scheduled_for.isoformat()}"

@@ -66,6 +66,11 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_prefixed(prefix: str) -> dict[str, str]:
+    """Every non-empty variable named ``<prefix><KEY>``, as {KEY: value}."""
+    return {name.removeprefix(prefix): value for name, value in os.environ.items() if name.startswith(prefix) and value}
+
+
 def database_from_url(url: str, *, base_dir: Path) -> dict[str, Any]:
     """Turn ``postgres://user:pass@host:port/name`` or ``sqlite:///path`` into a DATABASES entry.
 

@@ -14,6 +14,7 @@ from tiffin.env import (
     env_float,
     env_int,
     env_list,
+    env_prefixed,
     env_str,
 )
 
@@ -148,9 +149,24 @@ SCHEDULER_REQUEUE_AFTER_SECONDS = env_int("SCHEDULER_REQUEUE_AFTER_SECONDS", 600
 SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS = env_int("SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS", 300, minimum=1)
 # Extra modules declaring jobs, imported at start (the scenarios use it for test-only jobs).
 SCHEDULING_EXTRA_JOB_MODULES = env_list("SCHEDULING_EXTRA_JOB_MODULES", [])
+
+# --- Monitoring (scheduling.monitoring, scheduling.alerts, scheduling.pings) -------------
+# The missed-run check judges the ticks of the last WINDOW seconds, except the newest
+# GRACE seconds (a tick that young may simply not have been claimed or started yet).
+SCHEDULER_CHECK_WINDOW_SECONDS = env_int("SCHEDULER_CHECK_WINDOW_SECONDS", 24 * 3600, minimum=60)
+SCHEDULER_CHECK_GRACE_SECONDS = env_int("SCHEDULER_CHECK_GRACE_SECONDS", 300, minimum=0)
+# Each new problem is POSTed as JSON here (Slack-style incoming webhook, PagerDuty bridge...).
 SCHEDULER_WEBHOOK_URL = env_str("SCHEDULER_WEBHOOK_URL", "")
-# healthchecks.io-style ping URLs per job: TIFFIN_PING_URL_<JOB_NAME_UPPER_SNAKE>.
+SCHEDULER_WEBHOOK_TIMEOUT_SECONDS = env_float("SCHEDULER_WEBHOOK_TIMEOUT_SECONDS", 5.0, minimum=0.1)
+# healthchecks.io-style ping URLs per job, from TIFFIN_PING_URL_<JOB_NAME_UPPER_SNAKE>
+# (weekly-payouts -> TIFFIN_PING_URL_WEEKLY_PAYOUTS): requested after each success,
+# and <url>/fail after a run dies.
+SCHEDULER_PING_URLS = env_prefixed("TIFFIN_PING_URL_")
 SCHEDULER_PING_TIMEOUT_SECONDS = env_float("SCHEDULER_PING_TIMEOUT_SECONDS", 5.0, minimum=0.1)
+# /healthz answers 503 when the newest scheduler pass is older than this.
+SCHEDULER_HEALTHZ_MAX_AGE_SECONDS = env_float(
+    "SCHEDULER_HEALTHZ_MAX_AGE_SECONDS", 3 * SCHEDULER_POLL_SECONDS + 60, minimum=1
+)
 
 # django-q2: the ORM broker on the default database, so an enqueue inside a transaction
 # commits or rolls back with the claim. job_runs owns retries: failures are acknowledged
