@@ -8,6 +8,7 @@ delivery finds nothing to start and returns without calling the handler.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -15,7 +16,8 @@ import traceback
 from datetime import datetime
 from enum import Enum
 
-from django.db import transaction
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 
 from scheduling import sql
@@ -58,9 +60,14 @@ def _call_handler(*, job: Job, contexts: list[RunContext]) -> None:
     runs = list(JobRun.objects.filter(id__in=[c.run_id for c in contexts]).order_by("id"))
     try:
         result = job.handler(contexts) if job.batch_size > 1 else job.handler(contexts[0])
+        # Stored as JSON: a result that cannot be is the handler's failure, not the worker's.
+        json.dumps(result, cls=DjangoJSONEncoder)
     # The boundary where any error a handler raises becomes a failed attempt (with its
     # traceback) instead of killing the worker; retries are job_runs' business.
-    except Exception:
+    except Exception as exc:
+        if isinstance(exc, DatabaseError) and not connection.in_atomic_block:
+            # The database went away mid-run: reconnect to record the failure.
+            connection.close()
         runs_fail(job=job, runs=runs, now=clock.now(), error=traceback.format_exc(limit=8))
         return
     runs_succeed(job=job, runs=runs, now=clock.now(), result=result)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.db.models import Q
 
@@ -117,7 +118,8 @@ class JobRun(models.Model):
     worker = models.CharField(max_length=200, blank=True)
     skip_reason = models.CharField(max_length=32, choices=SkipReason.choices, blank=True)
     error = models.TextField(blank=True)
-    result = models.JSONField(null=True, blank=True)
+    # The handler's summary; Decimal and datetime values are stored as strings.
+    result = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
 
     class Meta:
         db_table = "job_runs"
