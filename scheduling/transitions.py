@@ -17,6 +17,7 @@ from django.db.models import Q
 
 from scheduling.events import runs_record
 from scheduling.models import JobRun, Overlap, RunStatus
+from scheduling.pings import job_ping_on_commit
 from scheduling.queue import enqueue_runs
 from scheduling.registry import Job
 
@@ -42,6 +43,8 @@ def runs_succeed(*, job: Job, runs: list[JobRun], now: datetime, result: Any) ->
         runs_record([r for r in runs if r not in lost], kind="succeeded", now=now)
         runs_record(lost, kind="finish_rejected", now=now, message="the run was no longer this worker's")
         queue_hand_off(job=job, now=now)
+        if len(lost) < len(runs):
+            job_ping_on_commit(job_name=job.name, failed=False)
     return lost
 
 
@@ -73,6 +76,7 @@ def _fail_one(*, job: Job, run: JobRun, now: datetime, error: str, abandoned: bo
     runs_record([run], kind=str(status), now=now, message=error)
     if status == RunStatus.DEAD:
         logger.error("run %s of %s is dead after %s attempts: %s", run.id, job.name, run.attempts, error[:300])
+        job_ping_on_commit(job_name=job.name, failed=True, body=error)
     return status
 
 

@@ -1,0 +1,121 @@
+"""Alert each problem once: a log line, a mail to the admins, a POST to the webhook.
+
+RunAlert is the memory: a problem is delivered only by the check that inserted its row,
+so an hourly check (or several checkers at once) never repeats an alert. Delivery
+happens after that row commits, and a channel that fails is logged, never fatal: the
+check must keep checking even when the mail server or the webhook is down.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import urllib.request
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.conf import settings
+from django.core.mail import mail_admins
+from django.db import transaction
+
+from scheduling.models import RunAlert
+from scheduling.monitoring import Problem
+
+logger = logging.getLogger("scheduling.alerts")
+
+# What a failed delivery can raise: connection and HTTP errors (URLError and HTTPError
+# are OSErrors), a malformed response, an unusable URL, a mail backend refusing.
+DELIVERY_ERRORS = (OSError, http.client.HTTPException, ValueError)
+
+
+def problems_alert(*, problems: Sequence[Problem], now: datetime) -> list[Problem]:
+    """Record ``problems``; deliver the ones never alerted before; resolve the rest.
+
+    Returns the problems alerted by this call. Alerts no longer among ``problems`` are
+    marked resolved (``/healthz`` counts the open ones).
+    """
+    with transaction.atomic():
+        new = [problem for problem in problems if _record(problem, now=now)]
+        alerts_resolve(current={problem.key for problem in problems}, now=now)
+        if new:
+            transaction.on_commit(lambda: problems_deliver(problems=new, now=now))
+    return new
+
+
+def _record(problem: Problem, *, now: datetime) -> bool:
+    """Insert the problem's row; True if this call inserted it (and so must alert)."""
+    alert, created = RunAlert.objects.get_or_create(
+        job_name=problem.job_name,
+        subject=problem.subject,
+        scheduled_for=problem.scheduled_for,
+        kind=problem.kind,
+        defaults={"run_id": problem.run_id, "detail": problem.detail[:2000], "alerted_at": now},
+    )
+    if not created and alert.resolved_at is not None:
+        # Seen again after it cleared (a run re-run and failing again): open, not re-sent.
+        RunAlert.objects.filter(id=alert.id).update(resolved_at=None)
+    return created
+
+
+def alerts_resolve(*, current: set[tuple[str, str, datetime, str]], now: datetime) -> int:
+    """Mark resolved the open alerts whose problem is not in ``current``; return how many."""
+    # Served by the partial index job_run_alert_open (WHERE resolved_at IS NULL).
+    open_alerts = RunAlert.objects.filter(resolved_at__isnull=True)
+    gone = [a.id for a in open_alerts if (a.job_name, a.subject, a.scheduled_for, a.kind) not in current]
+    return RunAlert.objects.filter(id__in=gone).update(resolved_at=now)
+
+
+def alerts_open_count() -> int:
+    # Served by the partial index job_run_alert_open.
+    return RunAlert.objects.filter(resolved_at__isnull=True).count()
+
+
+def problems_deliver(*, problems: Sequence[Problem], now: datetime) -> None:
+    """Send ``problems`` through every channel; each channel's failure is only logged."""
+    for problem in problems:
+        logger.error(json.dumps({"event": "run_problem", **problem.as_dict()}, separators=(",", ":")))
+    subject, body = _summary(problems)
+    try:
+        mail_admins(subject, body)
+    except DELIVERY_ERRORS:
+        logger.exception("could not mail the admins about %s problems", len(problems))
+    if settings.SCHEDULER_WEBHOOK_URL:
+        webhook_post(url=settings.SCHEDULER_WEBHOOK_URL, problems=problems, now=now)
+
+
+def webhook_post(*, url: str, problems: Sequence[Problem], now: datetime) -> bool:
+    """POST the problems as JSON; ``text`` makes it readable by Slack-style webhooks."""
+    subject, body = _summary(problems)
+    payload = {
+        "text": f"{subject}\n{body}",
+        "source": "tiffin",
+        "checked_at": now.isoformat(),
+        "problems": [problem.as_dict() for problem in problems],
+    }
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(payload).encode(),
+        headers={"Content-Type": "application/json", "User-Agent": "tiffin-alerts"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=settings.SCHEDULER_WEBHOOK_TIMEOUT_SECONDS) as response:
+            response.read()
+    except DELIVERY_ERRORS as exc:
+        logger.warning("webhook %s did not take %s problems: %s", _safe(url), len(problems), exc)
+        return False
+    return True
+
+
+def _summary(problems: Sequence[Problem]) -> tuple[str, str]:
+    jobs = sorted({problem.job_name for problem in problems})
+    noun = "problem" if len(problems) == 1 else "problems"
+    subject = f"{len(problems)} new scheduling {noun}: {', '.join(jobs)}"
+    return subject, "\n".join(str(problem) for problem in problems)
+
+
+def _safe(url: str) -> str:
+    """The URL without its path and query, which often hold a secret token."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.split('/', 1)[0]}/..."

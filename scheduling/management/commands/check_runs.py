@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
+
+from scheduling.alerts import problems_alert
+from scheduling.management.commands._base import JsonCommand, parse_instant
+from scheduling.monitoring import CheckWindow, Problem, runs_check
+from tiffin import clock
+
+
+class Command(JsonCommand):
+    help = (
+        "Compare the ticks every cron job should have produced with job_runs and list each problem: "
+        "never claimed, claimed but never started, overrunning or silent, retrying, dead, skipped. "
+        "Exits 0 when all is well and 1 when anything needs attention (a monitoring probe)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        super().add_arguments(parser)
+        parser.add_argument("--now", help="ISO instant to check as of (default: the clock)")
+        parser.add_argument(
+            "--alert",
+            action="store_true",
+            help="also alert the problems never alerted before, as the check-missed-runs job does",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        now = parse_instant(options["now"], option="--now") if options["now"] else clock.now()
+        problems = runs_check(now=now)
+        if options["alert"]:
+            problems_alert(problems=problems, now=now)
+        window = CheckWindow.ending(now)
+        data = {
+            "checked_at": now.isoformat(),
+            "window": {"start": window.start.isoformat(), "horizon": window.horizon.isoformat()},
+            "ok": not problems,
+            "problems": [problem.as_dict() for problem in problems],
+        }
+        self.emit(options, data, _text(window, problems))
+        if problems:
+            noun = "problem needs" if len(problems) == 1 else "problems need"
+            raise CommandError(f"{len(problems)} {noun} attention", returncode=1)
+
+
+def _text(window: CheckWindow, problems: list[Problem]) -> str:
+    span = f"ticks from {window.start:%Y-%m-%d %H:%M} to {window.horizon:%Y-%m-%d %H:%M} UTC"
+    if not problems:
+        return f"OK: no problems ({span}, and every run in flight)"
+    return "\n".join([f"{len(problems)} problems ({span}):", *(f"  {problem}" for problem in problems)])

@@ -1,0 +1,229 @@
+"""The dead-man's switch: what the schedules say should have happened, against job_runs.
+
+The check never trusts that a scheduler ran: the ticks it expects come from each cron
+expression, so a cluster that stopped claiming anything still shows up, tick by tick,
+as "never claimed". ``runs_check`` only reads; ``scheduling.alerts`` remembers what was
+already alerted, and the ``check-missed-runs`` job and ``check_runs`` command call both.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+
+from scheduling import cron
+from scheduling.models import JobRun, ProblemKind, RunStatus, Schedule
+from scheduling.registry import Job, registry
+
+# A heartbeating run is "overrunning" once it has run this many times its recent median.
+OVERRUN_FACTOR = 3
+# How many recent successes the median duration is taken over.
+DURATION_SAMPLE = 20
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: ProblemKind
+    job_name: str
+    scheduled_for: datetime
+    subject: str = ""
+    run_id: int | None = None
+    detail: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, datetime, str]:
+        """Identifies the problem across checks (see RunAlert's unique constraint)."""
+        return (self.job_name, self.subject, self.scheduled_for, str(self.kind))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": str(self.kind),
+            "job": self.job_name,
+            "subject": self.subject,
+            "scheduled_for": self.scheduled_for.isoformat(),
+            "run": self.run_id,
+            "detail": self.detail,
+        }
+
+    def __str__(self) -> str:
+        subject = f" {self.subject}" if self.subject else ""
+        run = f" (run {self.run_id})" if self.run_id else ""
+        return (
+            f"{self.kind.label}: {self.job_name}{subject} @ {self.scheduled_for:%Y-%m-%d %H:%M} UTC{run}: {self.detail}"
+        )
+
+
+@dataclass(frozen=True)
+class CheckWindow:
+    """Ticks in (start, horizon] are judged; the newest GRACE seconds are left alone."""
+
+    now: datetime
+    start: datetime
+    horizon: datetime
+
+    @classmethod
+    def ending(cls, now: datetime) -> CheckWindow:
+        return cls(
+            now=now,
+            start=now - timedelta(seconds=settings.SCHEDULER_CHECK_WINDOW_SECONDS),
+            horizon=now - timedelta(seconds=settings.SCHEDULER_CHECK_GRACE_SECONDS),
+        )
+
+
+def runs_check(*, now: datetime) -> list[Problem]:
+    """Every problem with the runs of the check window ending at ``now``, oldest first.
+
+    1. For every cron job, the ticks its schedule produced in the window (never before
+       the job was first registered): a tick without a row was never claimed.
+    2. Every run still in flight, whatever its age: enqueued (or a delayed run due) and
+       not started after the grace; running with a stale heartbeat or past its expected
+       duration; failed or abandoned and waiting for a retry.
+    3. Runs that ended badly in the window: dead, or skipped (with the reason).
+    """
+    window = CheckWindow.ending(now)
+    problems = [*ticks_unclaimed(window=window), *runs_in_flight(window=window), *runs_ended_badly(window=window)]
+    return sorted(problems, key=lambda p: (p.scheduled_for, p.job_name, p.subject, str(p.kind)))
+
+
+def ticks_unclaimed(*, window: CheckWindow) -> list[Problem]:
+    schedules = {schedule.job_name: schedule for schedule in Schedule.objects.all()}
+    problems: list[Problem] = []
+    for job in registry.cron_jobs():
+        schedule = schedules.get(job.name)
+        if schedule is None:
+            continue  # never registered: no scheduler ever ran this code (healthz says so)
+        problems += _job_ticks_unclaimed(job=job, schedule=schedule, window=window)
+    return problems
+
+
+def _job_ticks_unclaimed(*, job: Job, schedule: Schedule, window: CheckWindow) -> list[Problem]:
+    # Same lower bounds as the scheduler: nothing before the job's first registration.
+    after = max(window.start, schedule.first_seen_at)
+    if after >= window.horizon:
+        return []
+    expected = cron.ticks_between(job.cron, job.timezone, after, window.horizon)
+    # Served by the claim key index (job_name, subject, scheduled_for).
+    claimed = set(
+        JobRun.objects.filter(
+            job_name=job.name, subject="", scheduled_for__gt=after, scheduled_for__lte=window.horizon
+        ).values_list("scheduled_for", flat=True)
+    )
+    paused = " (the job is paused, and no scheduler recorded the tick as skipped)" if schedule.paused else ""
+    return [
+        Problem(ProblemKind.NEVER_CLAIMED, job.name, tick, detail=f"no scheduler claimed this tick{paused}")
+        for tick in expected
+        if tick not in claimed
+    ]
+
+
+# Served by the partial indexes job_run_live (enqueued, running) and job_run_due
+# (scheduled, failed, abandoned): both hold only runs in flight, so they stay small.
+IN_FLIGHT = (RunStatus.ENQUEUED, RunStatus.RUNNING, RunStatus.SCHEDULED, RunStatus.FAILED, RunStatus.ABANDONED)
+
+
+def runs_in_flight(*, window: CheckWindow) -> list[Problem]:
+    runs = JobRun.objects.filter(status__in=IN_FLIGHT).exclude(status=RunStatus.SCHEDULED, due_at__gt=window.horizon)
+    problems = (_in_flight_problem(run, window=window) for run in runs.order_by("scheduled_for", "id"))
+    return [problem for problem in problems if problem is not None]
+
+
+def _in_flight_problem(run: JobRun, *, window: CheckWindow) -> Problem | None:
+    if run.status == RunStatus.SCHEDULED:
+        return _problem(run, ProblemKind.NOT_STARTED, f"due at {_hm(run.due_at)} and never enqueued")
+    if run.status == RunStatus.ENQUEUED:
+        enqueued_at = run.enqueued_at or run.created_at
+        if enqueued_at > window.horizon:
+            return None
+        return _problem(run, ProblemKind.NOT_STARTED, f"enqueued at {_hm(enqueued_at)} and never started")
+    if run.status == RunStatus.RUNNING:
+        return _running_problem(run, window=window)
+    return _problem(run, ProblemKind.RETRYING, _retry_detail(run))
+
+
+def _running_problem(run: JobRun, *, window: CheckWindow) -> Problem | None:
+    timeout = _job_timeout_seconds(run.job_name)
+    started_at = run.started_at or run.created_at
+    sign_of_life = run.heartbeat_at or started_at
+    if window.now - sign_of_life > timedelta(seconds=timeout):
+        detail = f"no heartbeat since {_hm(sign_of_life)} (timeout {timeout}s) on {run.worker or 'an unknown worker'}"
+        return _problem(run, ProblemKind.STALE_HEARTBEAT, detail)
+    expected = run_expected_duration(job_name=run.job_name, timeout_seconds=timeout)
+    running_for = window.now - started_at
+    if running_for > expected:
+        detail = f"running for {_span(running_for)}, expected at most {_span(expected)}"
+        return _problem(run, ProblemKind.OVERRUNNING, detail)
+    return None
+
+
+def run_expected_duration(*, job_name: str, timeout_seconds: int) -> timedelta:
+    """How long a run of the job may take before it counts as overrunning.
+
+    OVERRUN_FACTOR times the median of its recent successes, but never less than the
+    check's grace; a job with no history gets its timeout (the abandon threshold).
+    """
+    recent = JobRun.objects.filter(
+        job_name=job_name, status=RunStatus.SUCCEEDED, started_at__isnull=False, finished_at__isnull=False
+    ).order_by("-scheduled_for")[:DURATION_SAMPLE]
+    durations = [run.duration() for run in recent.only("started_at", "finished_at")]
+    seconds = [duration.total_seconds() for duration in durations if duration is not None]
+    if not seconds:
+        return timedelta(seconds=timeout_seconds)
+    expected = OVERRUN_FACTOR * statistics.median(seconds)
+    return timedelta(seconds=max(expected, settings.SCHEDULER_CHECK_GRACE_SECONDS))
+
+
+def runs_ended_badly(*, window: CheckWindow) -> list[Problem]:
+    # Dead runs are rare: the (status, scheduled_for) index job_run_status finds them all;
+    # one that died in the window is reported even if its tick is older.
+    dead = JobRun.objects.filter(status=RunStatus.DEAD).filter(
+        Q(scheduled_for__gt=window.start) | Q(finished_at__gt=window.start)
+    )
+    # Skips are common: job_run_status serves status = 'skipped' AND scheduled_for > start.
+    skipped = JobRun.objects.filter(status=RunStatus.SKIPPED, scheduled_for__gt=window.start)
+    return [_ended_problem(run) for run in _ordered(dead, skipped)]
+
+
+def _ordered(*querysets: Iterable[JobRun]) -> list[JobRun]:
+    return sorted((run for queryset in querysets for run in queryset), key=lambda run: (run.scheduled_for, run.id))
+
+
+def _ended_problem(run: JobRun) -> Problem:
+    if run.status == RunStatus.DEAD:
+        # The last line of a traceback names the exception.
+        last_line = (run.error.strip().splitlines() or ["no error recorded"])[-1]
+        return _problem(run, ProblemKind.DEAD, f"dead after {run.attempts} attempts: {last_line[:300]}")
+    reason = run.get_skip_reason_display() if run.skip_reason else "no reason recorded"
+    return _problem(run, ProblemKind.SKIPPED, f"skipped: {reason}")
+
+
+def _retry_detail(run: JobRun) -> str:
+    last_line = (run.error.strip().splitlines() or ["no error recorded"])[-1]
+    what = "abandoned (heartbeat lost)" if run.status == RunStatus.ABANDONED else "failed"
+    return f"attempt {run.attempts} {what}; next attempt at {_hm(run.due_at)}: {last_line[:300]}"
+
+
+def _problem(run: JobRun, kind: ProblemKind, detail: str) -> Problem:
+    return Problem(kind, run.job_name, run.scheduled_for, subject=run.subject, run_id=run.id, detail=detail)
+
+
+def _job_timeout_seconds(job_name: str) -> int:
+    if registry.has(job_name):
+        return registry.get(job_name).timeout_seconds
+    return int(settings.SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS)
+
+
+def _hm(moment: datetime) -> str:
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _span(span: timedelta) -> str:
+    seconds = int(span.total_seconds())
+    return (
+        f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+    )
