@@ -4,23 +4,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('scheduling', '0002_fence_sequence'),
+        ("scheduling", "0002_fence_sequence"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='SchedulerNode',
+            name="SchedulerNode",
             fields=[
-                ('name', models.CharField(max_length=200, primary_key=True, serialize=False)),
-                ('started_at', models.DateTimeField()),
-                ('last_pass_at', models.DateTimeField()),
-                ('passes', models.BigIntegerField(default=0)),
+                ("name", models.CharField(max_length=200, primary_key=True, serialize=False)),
+                ("started_at", models.DateTimeField()),
+                ("last_pass_at", models.DateTimeField()),
+                ("passes", models.BigIntegerField(default=0)),
             ],
             options={
-                'db_table': 'job_scheduler_nodes',
-                'ordering': ['-last_pass_at'],
+                "db_table": "job_scheduler_nodes",
+                "ordering": ["-last_pass_at"],
             },
         ),
     ]

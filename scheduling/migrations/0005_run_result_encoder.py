@@ -5,15 +5,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('scheduling', '0004_runalert'),
+        ("scheduling", "0004_runalert"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='jobrun',
-            name='result',
+            model_name="jobrun",
+            name="result",
             field=models.JSONField(blank=True, encoder=django.core.serializers.json.DjangoJSONEncoder, null=True),
         ),
     ]
