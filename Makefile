@@ -43,5 +43,9 @@ test-sqlite: $(STAMP)
 
 test: lint typecheck test-postgres test-sqlite ## Lint, type-check, the whole suite on PostgreSQL, the portable part on SQLite
 
+bench: $(STAMP) ## Five benchmarks against their references on PostgreSQL (bench/results/, BENCHMARKS.md)
+	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
+	$(PY) -m bench
+
 clean: ## Remove the virtual environment and the SQLite files
 	rm -rf $(VENV) db staticfiles

@@ -1,0 +1,299 @@
+"""Plumbing shared by the benchmarks: a fresh database each, Django set up against it,
+child processes, percentiles, and one report (the printed table, the JSON file and the
+exit code) so every benchmark presents its numbers the same way.
+
+A benchmark is a module run as ``python -m bench.<name>``. It measures the project and a
+reference doing the same work in the same run; the ratio between them is the number that
+survives a noisy machine, the absolute figures are only what this machine did today.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import psycopg
+from psycopg import sql as pgsql
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+PYTHON = sys.executable
+# The PostgreSQL server the benchmarks create their databases on (no database name).
+SERVER_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432").rstrip("/")
+DATABASE_PREFIX = "tiffin_bench_"
+
+Better = Literal["lower", "higher"]
+
+
+# --- Databases --------------------------------------------------------------------------
+
+
+def database_url(name: str) -> str:
+    return f"{SERVER_URL}/{DATABASE_PREFIX}{name}"
+
+
+def database_create(name: str) -> str:
+    """Drop and create ``tiffin_bench_<name>``, migrate it with ``manage.py migrate``; return its URL."""
+    dbname = DATABASE_PREFIX + name
+    with psycopg.connect(f"{SERVER_URL}/postgres", autocommit=True) as conn:
+        conn.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(pgsql.Identifier(dbname)))
+        conn.execute(pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(dbname)))
+    url = database_url(name)
+    manage("migrate", "--noinput", "--verbosity", "0", url=url)
+    return url
+
+
+def manage(*args: str, url: str, **env: str) -> None:
+    """Run ``manage.py <args>`` against ``url`` and fail loudly if it fails."""
+    subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=child_env(url, **env), check=True)
+
+
+def child_env(url: str, **extra: str) -> dict[str, str]:
+    """The environment of a process working on ``url``: no inherited simulated clock."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIFFIN_CLOCK_")}
+    env.update(DATABASE_URL=url, DJANGO_SETTINGS_MODULE="tiffin.settings", PYTHONPATH=str(ROOT))
+    env.setdefault("LOG_LEVEL", "WARNING")
+    env.update(extra)
+    return env
+
+
+def django_setup(url: str, **env: str) -> None:
+    """Point this process's Django at ``url`` (before anything imports the settings)."""
+    os.environ.update(child_env(url, **env))
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+
+
+def sql_run(url: str, statement: str, params: Sequence[Any] = ()) -> float:
+    """Run one statement on its own autocommit connection; return its wall time in seconds."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        started = time.perf_counter()
+        conn.execute(statement, params)
+        return time.perf_counter() - started
+
+
+def sql_value(url: str, query: str, params: Sequence[Any] = ()) -> Any:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(query, params).fetchone()
+        return None if row is None else row[0]
+
+
+# --- Processes --------------------------------------------------------------------------
+
+
+@dataclass
+class Child:
+    """A child process whose output goes to a log file (shown if it fails)."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM (the worker stops its cluster cleanly), then SIGKILL if it hangs."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        return self.popen.returncode
+
+    def tail(self, lines: int = 30) -> str:
+        text = self.log.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+
+def child_start(name: str, args: Sequence[str], *, env: dict[str, str], logs: Path) -> Child:
+    log = logs / f"{name}.log"
+    with log.open("wb") as out:
+        popen = subprocess.Popen(list(args), cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    return Child(name=name, popen=popen, log=log)
+
+
+@contextmanager
+def children(bench: str) -> Iterator[tuple[list[Child], Path]]:
+    """A list to start children into; all still running are stopped on the way out."""
+    logs = Path(tempfile.mkdtemp(prefix=f"tiffin-bench-{bench}-"))
+    started: list[Child] = []
+    try:
+        yield started, logs
+    finally:
+        for child in started:
+            child.stop()
+
+
+# --- Numbers ----------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The p-th percentile (0-100) by the nearest-rank method: a value actually observed."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(math.ceil(p / 100 * len(ordered)), 1)
+    return ordered[rank - 1]
+
+
+class Stopwatch:
+    """``with Stopwatch() as sw: ...`` then ``sw.seconds``."""
+
+    seconds: float = 0.0
+
+    def __enter__(self) -> Stopwatch:
+        self._started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self._started
+
+
+# --- The report -------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One measured quantity, for the project and the reference, and its goal if any.
+
+    ``better`` says which way is good, so the ratio is always the project's cost over the
+    reference's: project / reference for times and counts of waste, reference / project
+    for rates. Above 1 the project is slower. ``passed`` is None for a figure reported
+    without a goal.
+    """
+
+    measure: str
+    unit: str
+    project: float | int | str | None
+    reference: float | int | str | None = None
+    better: Better | None = "lower"
+    goal: str = ""
+    passed: bool | None = None
+    ratio: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.ratio is None and self.better is not None:
+            self.ratio = _ratio(self.project, self.reference, self.better)
+
+
+def _ratio(project: object, reference: object, better: Better) -> float | None:
+    if not isinstance(project, int | float) or not isinstance(reference, int | float):
+        return None
+    cost, base = (project, reference) if better == "lower" else (reference, project)
+    if base == 0 or math.isnan(cost) or math.isnan(base):
+        return None
+    return cost / base
+
+
+@dataclass
+class Report:
+    name: str
+    title: str
+    command: str
+    project: str
+    reference: str
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+    @property
+    def passed(self) -> bool:
+        return all(row.passed is not False for row in self.rows)
+
+    def add(self, *rows: Row) -> None:
+        self.rows.extend(rows)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def finish(self) -> int:
+        """Print the table, write bench/results/<name>.json; return the exit code."""
+        text = self.render()
+        print(text, flush=True)
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        data = {
+            **{k: v for k, v in asdict(self).items() if k != "rows"},
+            "rows": [asdict(row) for row in self.rows],
+            "passed": self.passed,
+            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": machine(),
+            "table": text,
+        }
+        (RESULTS / f"{self.name}.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+        return 0 if self.passed else 1
+
+    def render(self) -> str:
+        header = ["measure", "unit", "project", "reference", "ratio", "goal", "result"]
+        body = [
+            [row.measure, row.unit, fmt(row.project), fmt(row.reference), fmt(row.ratio), row.goal, _verdict(row)]
+            for row in self.rows
+        ]
+        widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+        right = {2, 3, 4}
+
+        def line(cells: list[str]) -> str:
+            return "  ".join(
+                c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            )
+
+        rule = "-" * len(line(header))
+        out = [f"== {self.title} ==", f"project:   {self.project}", f"reference: {self.reference}", rule]
+        out += [line(header), rule, *[line(cells) for cells in body], rule]
+        out += [f"note: {note}" for note in self.notes]
+        out.append(f"{'PASS' if self.passed else 'FAIL'}  ({self.command})")
+        return "\n".join(out)
+
+
+def _verdict(row: Row) -> str:
+    return "-" if row.passed is None else ("PASS" if row.passed else "FAIL")
+
+
+def fmt(value: object) -> str:
+    """Numbers to three significant figures (integers exactly), '-' for nothing."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "-"
+        if value == 0:
+            return "0"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.{max(2 - math.floor(math.log10(abs(value))), 0)}f}"
+    return str(value)
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on (they mean little without it)."""
+    mem_kb = 0
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    return {
+        "nproc": os.cpu_count(),
+        "memory_gib": round(mem_kb / 1024 / 1024, 1),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "postgresql": sql_value(f"{SERVER_URL}/postgres", "SHOW server_version"),
+        "python": sys.version.split()[0],
+    }
