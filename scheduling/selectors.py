@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import Max
+
 from scheduling import cron
-from scheduling.models import JobRun, Schedule
+from scheduling.models import JobRun, Schedule, SchedulerNode
 from scheduling.registry import Job, registry
 
 
@@ -37,3 +39,9 @@ def job_last_run(*, job_name: str) -> JobRun | None:
     return (
         JobRun.objects.filter(job_name=job_name).exclude(status="scheduled").order_by("-scheduled_for", "-id").first()
     )
+
+
+def scheduler_last_pass_at() -> datetime | None:
+    """The newest pass of any scheduler loop (one SchedulerNode row per loop)."""
+    latest: datetime | None = SchedulerNode.objects.aggregate(latest=Max("last_pass_at"))["latest"]
+    return latest

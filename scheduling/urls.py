@@ -1,1 +1,7 @@
-urlpatterns: list = []
+from django.urls import URLPattern, path
+
+from scheduling import views
+
+urlpatterns: list[URLPattern] = [
+    path("healthz", views.healthz, name="healthz"),
+]
