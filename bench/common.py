@@ -247,11 +247,10 @@ class Report:
         right = {2, 3, 4}
 
         def line(cells: list[str]) -> str:
-            return "  ".join(
-                c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-            )
+            cols = enumerate(zip(cells, widths, strict=True))
+            return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in cols).rstrip()
 
-        rule = "-" * len(line(header))
+        rule = "-" * max(len(line(cells)) for cells in [header, *body])
         out = [f"== {self.title} ==", f"project:   {self.project}", f"reference: {self.reference}", rule]
         out += [line(header), rule, *[line(cells) for cells in body], rule]
         out += [f"note: {note}" for note in self.notes]

@@ -7,7 +7,6 @@ Only the text between the two markers is replaced; everything else in BENCHMARKS
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS, ROOT
