@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "orders.apps.OrdersConfig",
     "carts.apps.CartsConfig",
     "payouts.apps.PayoutsConfig",
+    "simulation.apps.SimulationConfig",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,38 @@
+"""Writes of the simulation's probe jobs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+
+from scheduling.context import RunContext
+from scheduling.execution import worker_name
+from scheduling.fencing import fence_check
+from simulation.models import ProbeCharge
+
+
+def probe_charge(*, ctx: RunContext, now: datetime, guarded: bool) -> bool:
+    """Charge once for ``ctx``'s tick; return whether a charge was written.
+
+    The fence resource is the tick itself (not the job): with overlapping runs of one
+    job, a later tick's higher token must not refuse an earlier tick's charge. A
+    ``guarded`` charge also refuses a tick already charged, which is what a real
+    payment does (the fence row lock makes the check and the insert atomic); an
+    unguarded one counts every execution, which is what the fault-free scenarios measure.
+    """
+    with transaction.atomic():
+        fence_check(f"probe:{ctx.job_name}:{ctx.scheduled_for.isoformat()}", ctx.fence, now=now)
+        charged = ProbeCharge.objects.filter(job_name=ctx.job_name, scheduled_for=ctx.scheduled_for)
+        if guarded and charged.exists():
+            return False
+        ProbeCharge.objects.create(
+            job_name=ctx.job_name,
+            scheduled_for=ctx.scheduled_for,
+            run_id=ctx.run_id,
+            fence=ctx.fence,
+            attempt=ctx.attempt,
+            worker=worker_name(),
+            charged_at=now,
+        )
+    return True

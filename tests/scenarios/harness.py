@@ -1,0 +1,214 @@
+"""The failure scenarios' harness: a fresh PostgreSQL database per scenario, real
+processes started through ``simulation.processes`` (the code ``manage.py simulate``
+uses), and read-only SQL for the assertions.
+
+Databases are cloned from a template migrated once per session (CREATE DATABASE ...
+TEMPLATE takes a fraction of a second; migrating takes several), named with this
+process's pid so parallel runs on one server never collide, and dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from scheduling import cron
+from simulation.processes import PROJECT_DIR, Fleet, Process, SimulatedTime, wait_for
+
+# Scheduler loops sleep at most this long (real seconds), so ticks and due runs are seen promptly.
+SCHEDULER_POLL_SECONDS = "0.2"
+# django-q2 polls its queue this often (real seconds).
+Q_POLL_SECONDS = "0.05"
+
+
+@dataclass(frozen=True)
+class PostgresServer:
+    host: str
+    port: int
+    user: str
+    password: str
+
+    def url(self, database: str, *, port: int | None = None, query: str = "") -> str:
+        auth = f"{self.user}:{self.password}" if self.password else self.user
+        suffix = f"?{query}" if query else ""
+        return f"postgres://{auth}@{self.host}:{port or self.port}/{database}{suffix}"
+
+    def connect(self, database: str = "postgres", **kwargs: Any) -> psycopg.Connection[tuple[Any, ...]]:
+        return psycopg.connect(
+            host=self.host,
+            port=self.port,
+            user=self.user,
+            password=self.password or None,
+            dbname=database,
+            autocommit=True,
+            connect_timeout=10,
+            **kwargs,
+        )
+
+    def create_database(self, name: str, *, template: str | None = None) -> None:
+        statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+        if template:
+            statement += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
+        with self.connect() as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            conn.execute(statement)
+
+    def drop_database(self, name: str) -> None:
+        with self.connect() as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+    def wait_ready(self, *, timeout: float = 60) -> None:
+        def ready() -> bool:
+            try:
+                with self.connect() as conn:
+                    conn.execute("SELECT 1")
+                return True
+            except psycopg.OperationalError:
+                return False
+
+        wait_for(ready, timeout=timeout, interval=0.25, what="PostgreSQL accepting connections")
+
+
+@dataclass
+class ScenarioDatabase:
+    server: PostgresServer
+    name: str
+
+    @property
+    def url(self) -> str:
+        return self.server.url(self.name)
+
+    def rows(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self.server.connect(self.name) as conn:
+            return conn.execute(query.encode(), params).fetchall()
+
+    def scalar(self, query: str, params: Sequence[Any] = ()) -> Any:
+        rows = self.rows(query, params)
+        return rows[0][0] if rows else None
+
+    def counts(self, query: str, params: Sequence[Any] = ()) -> dict[Any, int]:
+        """``SELECT key, count(*) ... GROUP BY key`` as a dict."""
+        return dict(self.rows(query, params))
+
+
+class Scenario:
+    """One scenario's database, processes and clock helpers."""
+
+    def __init__(self, *, db: ScenarioDatabase, fleet: Fleet) -> None:
+        self.db = db
+        self.fleet = fleet
+
+    def environment(self, clock: SimulatedTime, *, skew: float = 0.0, **extra: str) -> dict[str, str]:
+        return {**clock.environment(skew=skew), **extra}
+
+    def manage(self, *args: str, clock: SimulatedTime | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+        """Run ``manage.py <args>`` to completion against the scenario's database."""
+        environment = {**self.fleet.environment, **(clock.environment() if clock else {}), **env}
+        return subprocess.run(
+            [sys.executable, str(PROJECT_DIR / "manage.py"), *args],
+            env=environment,
+            cwd=PROJECT_DIR,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    def seed(self, *, restaurants: int, weeks: int, now: datetime) -> None:
+        done = self.manage(
+            "seed_demo", "--restaurants", str(restaurants), "--weeks", str(weeks), "--now", now.isoformat()
+        )
+        assert done.returncode == 0, done.stderr
+
+    def start_schedulers(
+        self, clock: SimulatedTime, count: int, *, skews: Sequence[float] = (), prefix: str = "scheduler"
+    ) -> list[Process]:
+        skews = list(skews) or [0.0] * count
+        return [
+            self.fleet.start(f"{prefix}-{i}", ["run_scheduler"], env=clock.environment(skew=skews[i]))
+            for i in range(count)
+        ]
+
+    def start_workers(self, clock: SimulatedTime, count: int, *, q_workers: int = 2) -> list[Process]:
+        env = {**clock.environment(), "Q_WORKERS": str(q_workers)}
+        return [self.fleet.start(f"worker-{i}", ["worker", "--no-scheduler"], env=env) for i in range(count)]
+
+    def stop(self, prefix: str) -> None:
+        self.fleet.stop(self.fleet.named(prefix))
+
+    def wait_until_idle(self, *, timeout: float, jobs: Sequence[str] | None = None) -> None:
+        """Wait until no run (of ``jobs``, or any) is enqueued or running."""
+        query = "SELECT count(*) FROM job_runs WHERE status IN ('enqueued', 'running')"
+        params: list[Any] = []
+        if jobs is not None:
+            query += " AND job_name = ANY(%s)"
+            params.append(list(jobs))
+        wait_for(lambda: self.db.scalar(query, params) == 0, timeout=timeout, interval=0.2, what="runs finishing")
+
+    def wait_for_run(self, job_name: str, status: str, *, timeout: float, attempt: int | None = None) -> int:
+        """Wait until a run of ``job_name`` is in ``status``; return its id."""
+        query = "SELECT id FROM job_runs WHERE job_name = %s AND status = %s"
+        params: list[Any] = [job_name, status]
+        if attempt is not None:
+            query += " AND attempts = %s"
+            params.append(attempt)
+        found: list[int] = []
+
+        def seen() -> bool:
+            found[:] = [row[0] for row in self.db.rows(query + " ORDER BY id LIMIT 1", params)]
+            return bool(found)
+
+        wait_for(seen, timeout=timeout, interval=0.02, what=f"a {status} run of {job_name}")
+        return found[0]
+
+    def run_worker(self, run_id: int) -> Process:
+        """The fleet process executing ``run_id`` (job_runs.worker is 'host:pid' of a django-q2 worker)."""
+        worker = self.db.scalar("SELECT worker FROM job_runs WHERE id = %s", [run_id])
+        owner = self.fleet.owner_of(int(worker.rsplit(":", 1)[1]))
+        assert owner is not None, f"run {run_id} runs on {worker}, which is not a process of this scenario"
+        return owner
+
+
+# --- Assertions that several scenarios share -----------------------------------------------
+
+
+def expected_cron_ticks(db: ScenarioDatabase) -> dict[str, list[datetime]]:
+    """Every tick each cron job should have been claimed for: after the job's first
+    registration, up to the newest completed scheduler pass (the pass that stamped it
+    claimed every tick due at that instant)."""
+    last_pass = db.scalar("SELECT max(last_pass_at) FROM job_scheduler_nodes")
+    schedules = db.rows("SELECT job_name, cron, timezone, first_seen_at FROM job_schedules WHERE kind = 'cron'")
+    return {name: cron.ticks_between(expr, zone, first_seen, last_pass) for name, expr, zone, first_seen in schedules}
+
+
+def claimed_cron_ticks(db: ScenarioDatabase) -> dict[str, list[datetime]]:
+    claimed: dict[str, list[datetime]] = {}
+    for name, scheduled_for in db.rows(
+        "SELECT job_name, scheduled_for FROM job_runs WHERE trigger = 'cron' ORDER BY job_name, scheduled_for"
+    ):
+        claimed.setdefault(name, []).append(scheduled_for)
+    return claimed
+
+
+def charges_per_tick(db: ScenarioDatabase, job_name: str) -> dict[datetime, int]:
+    return db.counts(
+        "SELECT scheduled_for, count(*) FROM simulation_probe_charges WHERE job_name = %s GROUP BY scheduled_for",
+        [job_name],
+    )
+
+
+def elapsed(since: float) -> float:
+    return time.monotonic() - since
+
+
+def write_summary(path: Path, lines: list[str]) -> None:
+    path.write_text("\n".join(lines) + "\n")
