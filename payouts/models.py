@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.functions import Round
 
 
 class Payout(models.Model):
@@ -31,8 +32,10 @@ class Payout(models.Model):
         constraints = [
             # One payout per restaurant and week, whatever the fence says.
             models.UniqueConstraint(fields=["restaurant", "period_start"], name="payout_one_per_restaurant_week"),
+            # Rounded to cents because SQLite stores decimals as floats: 1049.38 is not
+            # exactly 1234.56 - 185.18 there (PostgreSQL's numeric is exact either way).
             models.CheckConstraint(
-                condition=Q(net=F("gross") - F("commission")), name="payout_net_is_gross_less_commission"
+                condition=Q(net=Round(F("gross") - F("commission"), 2)), name="payout_net_is_gross_less_commission"
             ),
             models.CheckConstraint(condition=Q(period_end__gt=F("period_start")), name="payout_period_not_empty"),
         ]

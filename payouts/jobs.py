@@ -1,0 +1,71 @@
+"""The weekly payout job.
+
+``30 20 * * 0`` in UTC is 02:00 on Monday in India. Missed ticks are caught up one by
+one (each pays what was finished as of its own tick, so a late run pays exactly what the
+on-time run would have), and a tick that comes while a run is still going waits for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from payouts.selectors import payout_totals, payouts_of_run
+from payouts.services import PAYOUT_JOB, BatchProgress, payout_subject_parse, payouts_pay_due
+from scheduling.context import RunContext
+from scheduling.models import Misfire, Overlap
+from scheduling.registry import job
+from tiffin import clock
+
+# catch_up_payouts shows these records as a progress display.
+progress_logger = logging.getLogger("payouts.progress")
+
+
+@job(
+    PAYOUT_JOB,
+    cron="30 20 * * 0",
+    timezone="UTC",
+    misfire=Misfire.CATCH_UP,
+    overlap=Overlap.QUEUE,
+    heartbeat=True,
+    max_attempts=5,
+    backoff_seconds=60,
+)
+def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
+    """Pay every finished, unpaid week as of ``ctx.scheduled_for``.
+
+    The rows' ``created_at`` is the clock time read here, at the edge, once: when the
+    run wrote them. The business time is ``scheduled_for``, which decides what is paid.
+    """
+    now = clock.now()
+
+    def after_batch(progress: BatchProgress) -> None:
+        ctx.heartbeat()  # raises RunLostError if this worker lost the run
+        progress_logger.info(
+            "payouts batch %s/%s: %s of %s restaurants, %s payouts written",
+            progress.batches_done,
+            progress.batches,
+            progress.restaurants_done,
+            progress.restaurants,
+            progress.written,
+            extra={"progress": progress},
+        )
+
+    result = payouts_pay_due(
+        as_of=ctx.scheduled_for,
+        fence=ctx.fence,
+        job_run_id=ctx.run_id,
+        now=now,
+        restaurant_ids=payout_subject_parse(ctx.subject),
+        on_batch=after_batch,
+    )
+    totals = payout_totals(payouts=payouts_of_run(run_id=ctx.run_id))
+    return {
+        "as_of": ctx.scheduled_for.isoformat(),
+        "restaurants": result.restaurants,
+        "batches": result.batches,
+        "payouts_written": result.written,
+        "gross": str(totals.gross),
+        "commission": str(totals.commission),
+        "net": str(totals.net),
+    }

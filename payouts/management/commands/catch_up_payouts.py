@@ -1,0 +1,209 @@
+"""``manage.py catch_up_payouts``: pay every finished, unpaid week now, by hand.
+
+It claims a ``weekly-payouts`` run (trigger ``manual``) through the same claim as the
+scheduler and executes it here, so the run, its fence and its payouts are recorded
+exactly as a worker's would be. The claim key is (job, subject, as-of): the same
+catch-up twice finds its claim taken and runs nothing; any later catch-up pays only
+what is still unpaid.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser, OutputWrapper
+
+from payouts.selectors import PayoutTotals, payout_totals, payouts_of_run, payouts_preview
+from payouts.services import (
+    PAYOUT_JOB,
+    BatchProgress,
+    PayoutError,
+    payout_catch_up_check,
+    payout_run_claim,
+    payout_subject,
+)
+from scheduling.execution import runs_execute, worker_name
+from scheduling.management.commands._base import JsonCommand, parse_instant
+from scheduling.models import JobRun, RunStatus
+from tiffin import clock
+
+# The progress display appears only once a catch-up has taken this long.
+PROGRESS_AFTER_SECONDS = 0.5
+
+
+class Command(JsonCommand):
+    help = (
+        "Pay every finished, unpaid business week as of --as-of (default: now) through a manual "
+        "weekly-payouts run, and print what it paid per week and restaurant. Idempotent: the same "
+        "catch-up twice pays nothing the second time."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        super().add_arguments(parser)
+        parser.add_argument("--as-of", help="ISO instant to pay up to (default: now); not in the future")
+        parser.add_argument(
+            "--restaurant", type=int, nargs="+", dest="restaurants", metavar="ID", help="only these restaurants"
+        )
+        parser.add_argument("--dry-run", action="store_true", help="show what would be paid; write nothing")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        now = clock.now()
+        as_of = parse_instant(options["as_of"], option="--as-of") if options["as_of"] else now.replace(microsecond=0)
+        restaurants = options["restaurants"]
+        if options["dry_run"]:
+            self._dry_run(options, as_of=as_of, restaurants=restaurants, now=now)
+            return
+        try:
+            run = payout_run_claim(as_of=as_of, restaurant_ids=restaurants, now=now)
+        except PayoutError as exc:
+            raise CommandError(str(exc)) from None
+        if run is None:
+            self._already_claimed(options, as_of=as_of, subject=payout_subject(restaurant_ids=restaurants))
+            return
+        with _progress_display(self.stderr):
+            runs_execute(run_ids=[run.id], worker=worker_name())
+        run.refresh_from_db()
+        self._report(options, run)
+
+    def _dry_run(self, options: dict[str, Any], *, as_of: Any, restaurants: list[int] | None, now: Any) -> None:
+        try:
+            payout_catch_up_check(as_of=as_of, restaurant_ids=restaurants, now=now)
+        except PayoutError as exc:
+            raise CommandError(str(exc)) from None
+        due = payouts_preview(as_of=as_of, restaurant_ids=restaurants)
+        rows = [
+            {
+                "restaurant": d.restaurant_id,
+                "week_start_local": d.week_start_local.isoformat(),
+                "period_start": d.period_start.isoformat(),
+                "period_end": d.period_end.isoformat(),
+                "order_count": d.order_count,
+                "gross": str(d.gross),
+                "commission": str(d.commission),
+                "net": str(d.net),
+            }
+            for d in due
+        ]
+        data = {"dry_run": True, "as_of": as_of.isoformat(), "would_pay": rows}
+        lines = [f"dry run as of {as_of.isoformat()}: {len(rows)} payouts would be written (nothing written)"]
+        lines += [
+            f"  week of {r['week_start_local']}  restaurant {r['restaurant']:>6}  {r['order_count']:>5} orders  "
+            f"gross {r['gross']:>12}  commission {r['commission']:>10}  net {r['net']:>12}"
+            for r in rows
+        ]
+        self.emit(options, data, "\n".join(lines))
+
+    def _already_claimed(self, options: dict[str, Any], *, as_of: Any, subject: str) -> None:
+        existing = JobRun.objects.filter(job_name=PAYOUT_JOB, subject=subject, scheduled_for=as_of).first()
+        status = existing.status if existing else "unknown"
+        data = {"as_of": as_of.isoformat(), "subject": subject, "already_claimed": True, "status": status, "paid": 0}
+        text = (
+            f"this catch-up (as of {as_of.isoformat()}{', ' + subject if subject else ''}) was already claimed "
+            f"as run {existing.id if existing else '?'} (status: {status}); paid nothing"
+        )
+        self.emit(options, data, text)
+
+    def _report(self, options: dict[str, Any], run: JobRun) -> None:
+        payouts = list(payouts_of_run(run_id=run.id))
+        totals = payout_totals(payouts=payouts_of_run(run_id=run.id))
+        data = {
+            "run": run.id,
+            "as_of": run.scheduled_for.isoformat(),
+            "subject": run.subject,
+            "status": run.status,
+            "fence": run.fence,
+            "result": run.result,
+            "error": run.error,
+            "payouts": [_payout_dict(p) for p in payouts],
+        }
+        self.emit(options, data, "\n".join(_report_lines(run, payouts, totals)))
+        if run.status != RunStatus.SUCCEEDED and run.status != RunStatus.ENQUEUED:
+            raise CommandError(f"run {run.id} ended {run.status}: {_last_line(run.error)}")
+
+
+def _payout_dict(payout: Any) -> dict[str, Any]:
+    return {
+        "restaurant": payout.restaurant_id,
+        "restaurant_name": payout.restaurant.name,
+        "timezone": payout.restaurant.timezone,
+        "week_start_local": payout.week_start_local.isoformat(),
+        "period_start": payout.period_start.isoformat(),
+        "period_end": payout.period_end.isoformat(),
+        "order_count": payout.order_count,
+        "gross": str(payout.gross),
+        "commission": str(payout.commission),
+        "net": str(payout.net),
+    }
+
+
+def _report_lines(run: JobRun, payouts: list[Any], totals: PayoutTotals) -> list[str]:
+    head = f"{PAYOUT_JOB} as of {run.scheduled_for.isoformat()}"
+    if run.subject:
+        head += f" ({run.subject})"
+    lines = [f"{head}: run {run.id}, fence {run.fence}, {run.status}"]
+    if run.status == RunStatus.ENQUEUED:
+        lines.append("  another payout run is in progress; this one waits and a worker runs it when that one ends")
+        return lines
+    week = None
+    for payout in payouts:
+        if payout.week_start_local != week:
+            week = payout.week_start_local
+            lines.append(f"  week of {week.isoformat()} (local Monday)")
+        lines.append(
+            f"    {payout.restaurant.name[:28]:<28} {payout.restaurant.timezone:<20} {payout.order_count:>5} orders  "
+            f"gross {payout.gross:>12}  commission {payout.commission:>10}  net {payout.net:>12}"
+        )
+    weeks = len({p.week_start_local for p in payouts})
+    restaurants = len({p.restaurant_id for p in payouts})
+    lines.append(
+        f"  paid {totals.count} payouts ({restaurants} restaurants, {weeks} weeks): gross {totals.gross}, "
+        f"commission {totals.commission}, net {totals.net}"
+        if totals.count
+        else "  paid nothing: every finished week was already paid"
+    )
+    return lines
+
+
+def _last_line(text: str) -> str:
+    return text.strip().splitlines()[-1] if text.strip() else "no error recorded"
+
+
+class _ProgressHandler(logging.Handler):
+    """Renders the job's per-batch progress records as one updating line on stderr,
+    once the catch-up has run for more than a moment."""
+
+    def __init__(self, stream: OutputWrapper) -> None:
+        super().__init__(level=logging.INFO)
+        self.stream = stream
+        self.started = time.monotonic()
+        self.shown = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        progress: BatchProgress | None = getattr(record, "progress", None)
+        if progress is None or time.monotonic() - self.started < PROGRESS_AFTER_SECONDS:
+            return
+        percent = 100 * progress.restaurants_done // max(progress.restaurants, 1)
+        self.stream.write(
+            f"\rpaying: {progress.restaurants_done}/{progress.restaurants} restaurants ({percent} %), "
+            f"{progress.written} payouts written",
+            ending="",
+        )
+        self.stream.flush()
+        self.shown = True
+
+
+@contextmanager
+def _progress_display(stream: OutputWrapper) -> Iterator[None]:
+    handler = _ProgressHandler(stream)
+    logger = logging.getLogger("payouts.progress")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        if handler.shown:
+            stream.write("")

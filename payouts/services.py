@@ -1,0 +1,224 @@
+"""Writes of the payout ledger: paying every finished, unpaid business week.
+
+``payouts_pay_due`` is what the ``weekly-payouts`` job runs, as of the run's logical time
+(``scheduled_for``), never the wall clock:
+
+1. Take the active restaurants (all, or the ones a manual catch-up names) in id order
+   and cut them into batches of a few thousand.
+2. For each batch, in its own transaction: pass ``fence_check`` with the run's fencing
+   token (a worker that lost its run is refused here, however long it slept), compute
+   the finished weeks of each zone the batch uses (one query and a little Python), and
+   write every due payout of the batch with one INSERT ... SELECT (``payouts.sql``).
+3. After each batch, tell the caller (the job heartbeats and reports progress).
+
+A second payout for the same restaurant and week is impossible even without the fence:
+the unique constraint (restaurant, period_start) makes the insert skip it. Orders are not
+stamped with their payout; a payout covers the orders of its restaurant delivered
+inside its bounds, which is how the admin lists them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Min, OuterRef, Subquery
+from django.db.models.functions import Coalesce
+
+from orders.models import Restaurant
+from payouts import sql
+from payouts.models import Payout
+from payouts.weeks import BusinessWeek, weeks_finished
+from scheduling.dispatch import runs_claim
+from scheduling.fencing import fence_check
+from scheduling.models import JobRun, RunStatus, Trigger
+from scheduling.policies import PlannedTick
+from scheduling.registry import registry
+from scheduling.schedules import schedules_ensure
+
+PAYOUT_JOB = "weekly-payouts"
+# One fencing resource for the whole ledger: any run that wrote payouts makes every run
+# with an older token stale, whichever restaurants each covered.
+PAYOUT_FENCE_RESOURCE = "payouts:ledger"
+# Restaurants per transaction: large enough that the per-statement overhead vanishes,
+# small enough that one batch holds its locks for well under a second.
+RESTAURANTS_PER_BATCH = 2500
+# A manual run restricted to some restaurants names them in its subject, which is part
+# of the claim key: "restaurants:1-3,7".
+_SUBJECT_PREFIX = "restaurants:"
+_SUBJECT_MAX = JobRun._meta.get_field("subject").max_length or 200
+
+
+class PayoutError(Exception):
+    """A request the payout services refuse; the message is for the person who made it."""
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    batches_done: int
+    batches: int
+    restaurants_done: int
+    restaurants: int
+    written: int  # payouts written so far by this call
+
+
+@dataclass(frozen=True)
+class PayoutPassResult:
+    restaurants: int
+    batches: int
+    written: int
+
+
+def payouts_pay_due(
+    *,
+    as_of: datetime,
+    fence: int,
+    job_run_id: int | None,
+    now: datetime,
+    restaurant_ids: Sequence[int] | None = None,
+    on_batch: Callable[[BatchProgress], None] | None = None,
+    batch_size: int = RESTAURANTS_PER_BATCH,
+) -> PayoutPassResult:
+    """Pay every finished, unpaid week of the active restaurants as of ``as_of``.
+
+    ``now`` is the clock time the caller read at the edge: it becomes ``created_at`` of
+    the rows (when they were written) and the fence row's ``updated_at``. ``restaurant_ids``
+    restricts the pass (None means every active restaurant).
+    """
+    ids = payout_restaurant_ids(restaurant_ids=restaurant_ids)
+    batches = [ids[start : start + batch_size] for start in range(0, len(ids), batch_size)]
+    written = 0
+    for number, batch in enumerate(batches, start=1):
+        written += _pay_batch(batch=batch, as_of=as_of, fence=fence, job_run_id=job_run_id, now=now)
+        if on_batch is not None:
+            done = min(number * batch_size, len(ids))
+            on_batch(BatchProgress(number, len(batches), done, len(ids), written))
+    return PayoutPassResult(restaurants=len(ids), batches=len(batches), written=written)
+
+
+def _pay_batch(*, batch: list[int], as_of: datetime, fence: int, job_run_id: int | None, now: datetime) -> int:
+    with transaction.atomic():
+        fence_check(PAYOUT_FENCE_RESOURCE, fence, now=now)
+        weeks = payout_weeks_due(restaurant_ids=batch, as_of=as_of)
+        return sql.payouts_insert_due(restaurant_ids=batch, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
+
+
+def payout_restaurant_ids(*, restaurant_ids: Sequence[int] | None) -> list[int]:
+    """The active restaurants a pass covers, in id order."""
+    restaurants = Restaurant.objects.filter(is_active=True)
+    if restaurant_ids is not None:
+        restaurants = restaurants.filter(id__in=restaurant_ids)
+    return list(restaurants.order_by("id").values_list("id", flat=True))
+
+
+def payout_weeks_due(*, restaurant_ids: Sequence[int], as_of: datetime) -> list[BusinessWeek]:
+    """The finished weeks, per zone, that may still be unpaid for these restaurants.
+
+    Each zone's list starts at the earliest week any of its restaurants may owe: the week
+    after its latest payout, or its onboarding week when it has none. Paid weeks always
+    form an unbroken run from the onboarding week (every pass pays all of a restaurant's
+    finished weeks at once), so nothing before that can be unpaid; the SQL still checks
+    each pair for an existing row. One query, served by the unique index on
+    (restaurant_id, period_start) for the latest payout of each restaurant.
+    """
+    latest_end = Payout.objects.filter(restaurant=OuterRef("pk")).order_by("-period_start").values("period_end")[:1]
+    starts = (
+        Restaurant.objects.filter(id__in=restaurant_ids)
+        .order_by()
+        .values("timezone")
+        .annotate(since=Min(Coalesce(Subquery(latest_end), F("onboarded_at"))))
+    )
+    delay = timedelta(seconds=settings.PAYOUT_SETTLEMENT_DELAY_SECONDS)
+    return [
+        week
+        for row in starts
+        for week in weeks_finished(timezone=row["timezone"], since=row["since"], as_of=as_of, settlement_delay=delay)
+    ]
+
+
+# --- Manual catch-up --------------------------------------------------------------------
+
+
+def payout_subject(*, restaurant_ids: Sequence[int] | None) -> str:
+    """The claim subject of a pass: empty for every restaurant, else the ids as ranges.
+
+    Sorted and deduplicated, so the same restriction always gives the same subject and a
+    repeated catch-up finds its claim taken.
+    """
+    if restaurant_ids is None:
+        return ""
+    subject = _SUBJECT_PREFIX + ",".join(_ranges(sorted(set(restaurant_ids))))
+    if len(subject) > _SUBJECT_MAX:
+        raise PayoutError(
+            f"too many scattered restaurant ids for one catch-up ({len(subject)} characters of the "
+            f"{_SUBJECT_MAX} a run's subject holds); run it in several calls"
+        )
+    return subject
+
+
+def payout_subject_parse(subject: str) -> list[int] | None:
+    """The restriction a run's subject names (None: every restaurant)."""
+    if not subject:
+        return None
+    ranges = subject.removeprefix(_SUBJECT_PREFIX)
+    if ranges == subject or not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", ranges):
+        raise PayoutError(f"run subject {subject!r} is not '' or 'restaurants:<ids>' such as 'restaurants:1-3,7'")
+    ids: list[int] = []
+    for part in ranges.split(","):
+        first, _, last = part.partition("-")
+        ids += range(int(first), int(last or first) + 1)
+    return ids
+
+
+def _ranges(ids: list[int]) -> list[str]:
+    parts: list[str] = []
+    start = previous = ids[0]
+    for current in [*ids[1:], None]:
+        if current is not None and current == previous + 1:
+            previous = current
+            continue
+        parts.append(str(start) if start == previous else f"{start}-{previous}")
+        if current is not None:
+            start = previous = current
+    return parts
+
+
+def payout_catch_up_check(*, as_of: datetime, restaurant_ids: Sequence[int] | None, now: datetime) -> None:
+    """Refuse a catch-up that cannot be right: a future ``as_of``, or a restaurant that
+    does not exist or is inactive (the weekly job pays active restaurants only)."""
+    if as_of > now:
+        raise PayoutError(f"--as-of {as_of.isoformat()} is in the future; weeks are paid only once they are over")
+    if not restaurant_ids:
+        if restaurant_ids is not None:
+            raise PayoutError("no restaurant ids given")
+        return
+    found = dict(Restaurant.objects.filter(id__in=restaurant_ids).values_list("id", "is_active"))
+    missing = sorted(set(restaurant_ids) - set(found))
+    if missing:
+        raise PayoutError(f"no restaurant with id {', '.join(map(str, missing))}")
+    inactive = sorted(rid for rid, active in found.items() if not active)
+    if inactive:
+        raise PayoutError(f"restaurant {', '.join(map(str, inactive))} is inactive; only active restaurants are paid")
+
+
+def payout_run_claim(*, as_of: datetime, restaurant_ids: Sequence[int] | None, now: datetime) -> JobRun | None:
+    """Claim a manual ``weekly-payouts`` run as of ``as_of`` for the caller to execute.
+
+    The same claim as every other run (INSERT ... ON CONFLICT DO NOTHING on job_name,
+    subject, scheduled_for), with the restriction in the subject. Returns None when that
+    exact catch-up was claimed before. ``run_claim_manual`` does the same for runs
+    without a subject; this one needs the subject, so it calls the claim directly.
+    """
+    payout_catch_up_check(as_of=as_of, restaurant_ids=restaurant_ids, now=now)
+    subject = payout_subject(restaurant_ids=restaurant_ids)
+    schedules_ensure(now=now)
+    plan = [PlannedTick(as_of, RunStatus.ENQUEUED)]
+    with transaction.atomic():
+        won = runs_claim(
+            job=registry.get(PAYOUT_JOB), plan=plan, trigger=Trigger.MANUAL, now=now, subject=subject, enqueue=False
+        )
+    return won[0] if won else None

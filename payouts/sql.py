@@ -1,0 +1,195 @@
+"""The payout SQL: one statement computes and writes the payouts of a batch of restaurants.
+
+For every (restaurant, business week) pair that is finished, on or after the
+restaurant's onboarding week and has no payout row yet, the statement sums the totals
+of the restaurant's orders delivered inside the week's UTC bounds and inserts the
+payout, a zero one when there were none. It is the same statement on PostgreSQL and
+SQLite except for the money arithmetic:
+
+- PostgreSQL sums ``numeric`` exactly and ``ROUND(numeric, 2)`` rounds half away from
+  zero, which for amounts that are never negative is half-up.
+- SQLite stores decimals as floats, so the amounts are summed in whole cents (every
+  order total has two decimals, so ``ROUND(total * 100)`` is exact) and the commission is
+  rounded half-up in integer arithmetic: ``(cents * rate_in_ten_thousandths + 5000) /
+  10000``. Dividing whole cents by 100.0 then gives the float SQLite itself would store
+  for the decimal.
+
+Indexes:
+
+- ``order_delivered_by_restaurant`` (restaurant_id, delivered_at) INCLUDE (total) WHERE
+  status = 'delivered': the join on orders is an index-only range scan per pair (the
+  count is of ``o.total``, which the index covers, not of ``o.id``, which it does not).
+- ``payout_one_per_restaurant_week`` (restaurant_id, period_start): the NOT EXISTS
+  probe and the ON CONFLICT arbiter.
+- the primary key of ``orders_restaurant`` for the batch's ``id IN (...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection
+
+from payouts.weeks import BusinessWeek
+
+CENT = Decimal("0.01")
+
+# Per backend: the inner SELECT's money columns, then the outer SELECT's gross,
+# commission and net computed from them.
+_MONEY = {
+    "postgresql": {
+        "inner": (
+            "COALESCE(SUM(o.total), 0) AS gross, ROUND(COALESCE(SUM(o.total), 0) * r.commission_rate, 2) AS commission"
+        ),
+        "outer": "due.gross, due.commission, due.gross - due.commission",
+    },
+    "sqlite": {
+        "inner": (
+            "COALESCE(SUM(CAST(ROUND(o.total * 100) AS INTEGER)), 0) AS gross, "
+            "(COALESCE(SUM(CAST(ROUND(o.total * 100) AS INTEGER)), 0) "
+            "* CAST(ROUND(r.commission_rate * 10000) AS INTEGER) + 5000) / 10000 AS commission"
+        ),
+        "outer": "due.gross / 100.0, due.commission / 100.0, (due.gross - due.commission) / 100.0",
+    },
+}
+
+_WEEKS = "WITH weeks (zone, week_start_local, period_start, period_end) AS (VALUES {weeks})"
+
+# One row per due (restaurant, week) pair of the batch.
+_PAIRS = """
+    SELECT r.id AS restaurant_id, w.week_start_local, w.period_start, w.period_end,
+           {inner}, COUNT(o.total) AS order_count
+    FROM orders_restaurant r
+    JOIN weeks w ON w.zone = r.timezone AND w.period_end > r.onboarded_at
+    LEFT JOIN orders_order o
+           ON o.restaurant_id = r.id AND o.status = 'delivered'
+          AND o.delivered_at >= w.period_start AND o.delivered_at < w.period_end
+    WHERE r.id IN ({restaurants}) AND r.is_active
+      AND NOT EXISTS (
+          SELECT 1 FROM payouts_payout p WHERE p.restaurant_id = r.id AND p.period_start = w.period_start
+      )
+    GROUP BY r.id, r.commission_rate, w.week_start_local, w.period_start, w.period_end
+"""
+
+_COLUMNS = "due.restaurant_id, due.week_start_local, due.period_start, due.period_end, {outer}, due.order_count"
+
+_SELECT = _WEEKS + " SELECT " + _COLUMNS + " FROM (" + _PAIRS + ") due ORDER BY due.week_start_local, due.restaurant_id"
+
+# The WITH goes inside the INSERT: Python's sqlite3 reports a row count only for a
+# statement that starts with INSERT. WHERE true: SQLite needs it to tell the upsert's
+# ON CONFLICT from a join's ON.
+_INSERT = (
+    """
+INSERT INTO payouts_payout (
+    restaurant_id, week_start_local, period_start, period_end, gross, commission, net, order_count,
+    job_run_id, fence, created_at
+)
+"""
+    + _WEEKS
+    + " SELECT "
+    + _COLUMNS
+    + ", %s, %s, %s FROM ("
+    + _PAIRS
+    + """) due
+WHERE true
+ON CONFLICT (restaurant_id, period_start) DO NOTHING
+"""
+)
+
+
+@dataclass(frozen=True)
+class DuePayout:
+    restaurant_id: int
+    week_start_local: date
+    period_start: datetime
+    period_end: datetime
+    gross: Decimal
+    commission: Decimal
+    net: Decimal
+    order_count: int
+
+
+def payouts_insert_due(
+    *, restaurant_ids: Sequence[int], weeks: Sequence[BusinessWeek], job_run_id: int | None, fence: int, now: datetime
+) -> int:
+    """Write the due payouts of ``restaurant_ids`` over ``weeks``; return how many rows.
+
+    INSERT ... SELECT ... ON CONFLICT DO NOTHING: a pair paid by a concurrent writer
+    since the NOT EXISTS was evaluated is skipped rather than failing the batch.
+    """
+    if not restaurant_ids or not weeks:
+        return 0
+    sql = _render(_INSERT, restaurant_ids, weeks)
+    params = [*_week_params(weeks), job_run_id, fence, _adapt(now), *restaurant_ids]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return max(int(cursor.rowcount), 0)
+
+
+def payouts_select_due(*, restaurant_ids: Sequence[int], weeks: Sequence[BusinessWeek]) -> list[DuePayout]:
+    """What ``payouts_insert_due`` would write, without writing it (``--dry-run``)."""
+    if not restaurant_ids or not weeks:
+        return []
+    sql = _render(_SELECT, restaurant_ids, weeks)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*_week_params(weeks), *restaurant_ids])
+        return [_due_payout(row) for row in cursor.fetchall()]
+
+
+def _render(template: str, restaurant_ids: Sequence[int], weeks: Sequence[BusinessWeek]) -> str:
+    money = _MONEY["postgresql" if connection.vendor == "postgresql" else "sqlite"]
+    return template.format(
+        weeks=", ".join(["(%s, %s, %s, %s)"] * len(weeks)),
+        restaurants=", ".join(["%s"] * len(restaurant_ids)),
+        inner=money["inner"],
+        outer=money["outer"],
+    )
+
+
+def _week_params(weeks: Sequence[BusinessWeek]) -> list[Any]:
+    params: list[Any] = []
+    for week in weeks:
+        params += [week.timezone, _adapt(week.week_start_local), _adapt(week.period_start), _adapt(week.period_end)]
+    return params
+
+
+def _adapt(value: date | datetime) -> Any:
+    # The backend's own adapters, so SQLite compares the same text the ORM stored.
+    if isinstance(value, datetime):
+        return connection.ops.adapt_datetimefield_value(value)
+    return connection.ops.adapt_datefield_value(value)
+
+
+def _due_payout(row: tuple[Any, ...]) -> DuePayout:
+    restaurant_id, week_start, start, end, gross, commission, net, count = row
+    return DuePayout(
+        restaurant_id=restaurant_id,
+        week_start_local=_date(week_start),
+        period_start=_datetime(start),
+        period_end=_datetime(end),
+        gross=_money(gross),
+        commission=_money(commission),
+        net=_money(net),
+        order_count=count,
+    )
+
+
+def _money(value: Any) -> Decimal:
+    # PostgreSQL returns Decimal; SQLite a float that is the nearest double to a value in
+    # whole cents, whose shortest repr is that value.
+    return (value if isinstance(value, Decimal) else Decimal(repr(float(value)))).quantize(CENT)
+
+
+def _date(value: Any) -> date:
+    return value if isinstance(value, date) else date.fromisoformat(value)
+
+
+def _datetime(value: Any) -> datetime:
+    # SQLite hands back the naive UTC text the ORM stores.
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
