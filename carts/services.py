@@ -11,6 +11,8 @@ stamped by a slow clock must not make a cart look older than it is.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
@@ -20,6 +22,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone as dj_timezone
 
+from carts import sql
 from carts.models import Cart, CartItem
 
 _SKU_MAX = CartItem._meta.get_field("sku").max_length or 64
@@ -107,3 +110,61 @@ def _require_aware(now: datetime) -> None:
     # A naive datetime would be read as UTC by Django with only a warning; refuse it loudly.
     if dj_timezone.is_naive(now):
         raise ValueError(f"now must be an aware datetime, got naive {now.isoformat()}")
+
+
+# --- The nightly clean-up ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CartCleanup:
+    carts: int
+    items: int
+    batches: int
+
+
+def carts_delete_stale(
+    *, cutoff: datetime, batch_size: int, after_batch: Callable[[CartCleanup], None] | None = None
+) -> CartCleanup:
+    """Delete carts (and their items) whose ``updated_at`` is before ``cutoff``.
+
+    In short batches, each its own transaction, so no lock is held for long and other
+    writers are never blocked for more than one batch:
+
+    1. Pick the oldest ``batch_size`` stale carts. On PostgreSQL they are locked with
+       FOR UPDATE SKIP LOCKED: a cart another transaction is changing right now is
+       skipped, and a row changed and committed since the statement began is re-checked
+       against ``updated_at < cutoff`` (and dropped) before it is locked.
+    2. Delete their items, then the carts, both re-checking ``updated_at < cutoff``.
+    3. Stop when a batch comes back short: nothing stale is left (except carts in use).
+
+    A cart touched while the clean-up runs is therefore never deleted: a touch either
+    commits before the pick (then the re-check drops it) or waits for the batch's commit
+    (then the cart is gone and the touch reports it missing, as for any deleted cart).
+    """
+    total = CartCleanup(carts=0, items=0, batches=0)
+    while True:
+        picked, carts, items = _delete_stale_batch(cutoff=cutoff, batch_size=batch_size)
+        if not picked:
+            return total
+        total = CartCleanup(carts=total.carts + carts, items=total.items + items, batches=total.batches + 1)
+        if after_batch is not None:
+            after_batch(total)
+        if picked < batch_size:
+            return total
+
+
+def _delete_stale_batch(*, cutoff: datetime, batch_size: int) -> tuple[int, int, int]:
+    """One batch in one transaction: (carts picked, carts deleted, items deleted)."""
+    with transaction.atomic():
+        # ORDER BY updated_at, id LIMIT n FOR UPDATE SKIP LOCKED, served by cart_updated_at.
+        picked = list(
+            Cart.objects.select_for_update(skip_locked=True)
+            .filter(updated_at__lt=cutoff)
+            .order_by("updated_at", "id")
+            .values_list("id", flat=True)[:batch_size]
+        )
+        if not picked:
+            return 0, 0, 0
+        items = sql.cart_items_delete(cart_ids=picked, cutoff=cutoff)
+        carts = sql.carts_delete(cart_ids=picked, cutoff=cutoff)
+    return len(picked), carts, items

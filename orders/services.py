@@ -15,29 +15,50 @@ update because nothing is read before it.
 
 Cancelling is allowed only from ``placed``. Once a restaurant accepts, it is cooking and
 the order counts towards its payout when delivered; undoing that is a refund, which this
-application does not model. It also lets the stale-order jobs call ``order_cancel`` as it
-is: an order the restaurant accepted in the meantime is refused, not cancelled.
-"""
+application does not model. The stale-order jobs rely on it: an order the restaurant
+accepted or rejected in the meantime is left alone, not cancelled.
 
-# A later issue makes order_place also create the order's delayed ``cancel-stale-order``
-# run (due at placed_at + ORDER_ACCEPT_TIMEOUT_SECONDS) inside the same transaction, so an
-# order never exists without its cancellation. That is deliberately not implemented here.
+Placing an order also creates, in the same transaction, its delayed ``cancel-stale-order``
+run due at ``placed_at + ORDER_ACCEPT_TIMEOUT_SECONDS``: the order and its cancellation
+commit or roll back together, so an order never exists without one. The ``cancel-stale-orders``
+safety net covers orders whose run is missing anyway (written by other means, such as a
+bulk import or the demo seed) or dead.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import CharField, Exists, OuterRef, Value
+from django.db.models.functions import Cast, Concat
 from django.utils import timezone as dj_timezone
 
 from orders.errors import OrderError, OrderNotFoundError, OrderTransitionError
 from orders.models import Order, OrderStatus, Restaurant
 from orders.selectors import order_status_get
+from scheduling.models import JobRun, RunStatus
+from scheduling.services import run_schedule_delayed
 from tiffin.validators import validate_time_zone
+
+CANCEL_STALE_ORDER_JOB = "cancel-stale-order"
+STALE_CANCEL_REASON = "not accepted in time"
+_SUBJECT_PREFIX = "order:"
+# A cancellation run in one of these states will still act on its order; the safety net
+# leaves such orders to it. Any other state (dead, or no run at all) means nobody will.
+_LIVE_RUN_STATUSES = (
+    RunStatus.SCHEDULED,
+    RunStatus.ENQUEUED,
+    RunStatus.RUNNING,
+    RunStatus.FAILED,
+    RunStatus.ABANDONED,
+)
 
 _NAME_MAX = Restaurant._meta.get_field("name").max_length or 200
 _CUSTOMER_REF_MAX = Order._meta.get_field("customer_ref").max_length or 64
@@ -79,7 +100,31 @@ def order_place(*, restaurant: Restaurant, customer_ref: str, total: Decimal, no
     if not restaurant.is_active:
         raise OrderError(f"restaurant {restaurant.pk} ({restaurant.name}) is not taking orders: it is inactive")
     with transaction.atomic():
-        return Order.objects.create(restaurant=restaurant, customer_ref=customer_ref, total=total, placed_at=now)
+        order = Order.objects.create(restaurant=restaurant, customer_ref=customer_ref, total=total, placed_at=now)
+        run_schedule_delayed(
+            job_name=CANCEL_STALE_ORDER_JOB,
+            subject=order_cancellation_subject(order_id=order.pk),
+            scheduled_for=order_accept_deadline(placed_at=now),
+            now=now,
+        )
+        return order
+
+
+def order_accept_deadline(*, placed_at: datetime) -> datetime:
+    """When an order placed at ``placed_at`` is cancelled unless accepted or rejected."""
+    return placed_at + timedelta(seconds=settings.ORDER_ACCEPT_TIMEOUT_SECONDS)
+
+
+def order_cancellation_subject(*, order_id: int) -> str:
+    return f"{_SUBJECT_PREFIX}{order_id}"
+
+
+def order_id_from_subject(subject: str) -> int:
+    """The order a ``cancel-stale-order`` run is about; ValueError if the subject is not one."""
+    number = subject.removeprefix(_SUBJECT_PREFIX)
+    if number == subject or not number.isdigit():
+        raise ValueError(f"run subject {subject!r} does not name an order (expected 'order:<id>')")
+    return int(number)
 
 
 def order_accept(*, order_id: int, now: datetime) -> Order:
@@ -101,6 +146,58 @@ def order_cancel(*, order_id: int, now: datetime, reason: str) -> Order:
     if not reason or len(reason) > _REASON_MAX:
         raise ValidationError({"reason": f"a cancellation needs a reason of 1 to {_REASON_MAX} characters"})
     return _transition(_CANCEL, order_id=order_id, now=now, cancel_reason=reason)
+
+
+def orders_cancel_unaccepted(*, order_ids: Sequence[int], now: datetime) -> int:
+    """Cancel those of ``order_ids`` that are still ``placed``; return how many.
+
+    One UPDATE for the whole batch, conditional on the status: an order accepted or
+    rejected a moment earlier no longer matches and is left alone (on PostgreSQL a
+    concurrent accept holding the row makes this wait, then re-read the row and skip it).
+    ``now`` is when the cancellation happens, read at the edge.
+    """
+    _require_aware(now, "now")
+    return (
+        Order.objects.filter(id__in=order_ids, status=OrderStatus.PLACED)
+        .order_by()
+        .update(status=OrderStatus.CANCELLED, cancelled_at=now, cancel_reason=STALE_CANCEL_REASON)
+    )
+
+
+def orders_cancel_overdue(*, as_of: datetime, now: datetime, batch_size: int = 500) -> int:
+    """The safety net: cancel orders still ``placed`` past their deadline as of ``as_of``
+    whose cancellation run is missing or dead. Returns how many it cancelled.
+
+    Batches of ``batch_size``, each its own transaction: the rows are taken with
+    FOR UPDATE SKIP LOCKED (an order being accepted right now is skipped, and two safety
+    nets never take the same rows), then cancelled with the same conditional UPDATE as
+    the delayed runs.
+    """
+    cutoff = as_of - timedelta(seconds=settings.ORDER_ACCEPT_TIMEOUT_SECONDS)
+    cancelled = 0
+    while True:
+        with transaction.atomic():
+            ids = _overdue_order_ids(cutoff=cutoff, limit=batch_size)
+            cancelled += orders_cancel_unaccepted(order_ids=ids, now=now)
+        if len(ids) < batch_size:
+            return cancelled
+
+
+def _overdue_order_ids(*, cutoff: datetime, limit: int) -> list[int]:
+    # WHERE status = 'placed' AND placed_at <= cutoff is served by the partial index
+    # order_placed_pending; the NOT EXISTS probes job_run_claim_key (job_name, subject).
+    live_run = JobRun.objects.filter(
+        job_name=CANCEL_STALE_ORDER_JOB,
+        subject=Concat(Value(_SUBJECT_PREFIX), Cast(OuterRef("id"), output_field=CharField())),
+        status__in=_LIVE_RUN_STATUSES,
+    )
+    return list(
+        Order.objects.select_for_update(skip_locked=True, of=("self",))
+        .filter(status=OrderStatus.PLACED, placed_at__lte=cutoff)
+        .filter(~Exists(live_run))
+        .order_by("placed_at", "id")
+        .values_list("id", flat=True)[:limit]
+    )
 
 
 def _transition(transition: _Transition, *, order_id: int, now: datetime, **extra: Any) -> Order:

@@ -1,0 +1,53 @@
+"""Stale-order cancellation: a delayed run per order, and a safety net.
+
+Every order gets a ``cancel-stale-order`` run when it is placed (``orders.services.
+order_place``), due when the restaurant's time to answer is up. Due runs are handed to a
+worker in batches, and one UPDATE cancels those of their orders still ``placed``.
+
+``cancel-stale-orders`` runs every five minutes for orders whose run is missing or dead.
+A tick more than four minutes late is skipped (the next one is at most a minute away),
+and a tick that comes while the previous pass is still going is skipped too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orders.services import (
+    CANCEL_STALE_ORDER_JOB,
+    order_id_from_subject,
+    orders_cancel_overdue,
+    orders_cancel_unaccepted,
+)
+from scheduling.context import RunContext
+from scheduling.models import Misfire, Overlap
+from scheduling.registry import job
+from tiffin import clock
+
+
+@job(CANCEL_STALE_ORDER_JOB, delayed=True, batch_size=200, max_attempts=5, backoff_seconds=10)
+def cancel_stale_order(batch: list[RunContext]) -> dict[str, Any]:
+    """Cancel the orders of a batch of due runs that are still ``placed``.
+
+    No fence: cancelling an order that is still unaccepted is harmless twice, and the
+    UPDATE re-checks the status, so a repeated or late run changes nothing it should not.
+    Each run is due at its order's deadline; ``cancelled_at`` is when it actually
+    happened, read here at the edge.
+    """
+    order_ids = [order_id_from_subject(ctx.subject) for ctx in batch]
+    cancelled = orders_cancel_unaccepted(order_ids=order_ids, now=clock.now())
+    return {"orders": len(order_ids), "cancelled": cancelled, "left_alone": len(order_ids) - cancelled}
+
+
+@job(
+    "cancel-stale-orders",
+    cron="*/5 * * * *",
+    timezone="UTC",
+    misfire=Misfire.DEADLINE,
+    misfire_deadline_seconds=240,
+    overlap=Overlap.FORBID,
+)
+def cancel_stale_orders(ctx: RunContext) -> dict[str, Any]:
+    """Cancel orders past their deadline as of ``ctx.scheduled_for`` whose run is missing or dead."""
+    cancelled = orders_cancel_overdue(as_of=ctx.scheduled_for, now=clock.now())
+    return {"as_of": ctx.scheduled_for.isoformat(), "cancelled": cancelled}
