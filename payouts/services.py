@@ -81,7 +81,7 @@ def payouts_pay_due(
     now: datetime,
     restaurant_ids: Sequence[int] | None = None,
     on_batch: Callable[[BatchProgress], None] | None = None,
-    batch_size: int = RESTAURANTS_PER_BATCH,
+    batch_size: int | None = None,
 ) -> PayoutPassResult:
     """Pay every finished, unpaid week of the active restaurants as of ``as_of``.
 
@@ -89,6 +89,7 @@ def payouts_pay_due(
     the rows (when they were written) and the fence row's ``updated_at``. ``restaurant_ids``
     restricts the pass (None means every active restaurant).
     """
+    batch_size = batch_size or RESTAURANTS_PER_BATCH
     ids = payout_restaurant_ids(restaurant_ids=restaurant_ids)
     batches = [ids[start : start + batch_size] for start in range(0, len(ids), batch_size)]
     written = 0
