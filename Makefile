@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PG_URL ?= $(if $(DATABASE_URL),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/tiffin)
 SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
 
-.PHONY: help venv demo test lint typecheck test-postgres test-sqlite scenarios bench up clean
+.PHONY: help venv demo test lint typecheck test-postgres test-sqlite scenarios bench up browser-deps clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -41,7 +41,27 @@ test-postgres: $(STAMP)
 test-sqlite: $(STAMP)
 	DATABASE_URL=$(SQLITE_TEST_URL) $(BIN)/pytest -p no:cacheprovider -m "not postgres"
 
-test: lint typecheck test-postgres test-sqlite ## Lint, type-check, the whole suite on PostgreSQL, the portable part on SQLite
+test: lint typecheck browser-deps test-postgres test-sqlite ## Lint, type-check, the whole suite on PostgreSQL, the portable part on SQLite
+
+# The browser tests drive Debian's Chromium (never a downloaded browser). Installed with
+# apt when missing and we are root; otherwise say what to install. Without it the browser
+# tests skip with the reason, except under CI=true, where they fail.
+CHROMIUM := /usr/bin/chromium
+browser-deps: ## Install Debian's chromium for the browser tests if it is missing
+	@if [ -x $(CHROMIUM) ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "Installing Debian's chromium for the browser tests (apt-get)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      chromium fonts-dejavu-core; } >/tmp/tiffin-browser-deps.log 2>&1 \
+	    || { tail -5 /tmp/tiffin-browser-deps.log; \
+	         echo "Could not install chromium: the browser tests will be skipped (and fail under CI=true)"; }; \
+	else \
+	  echo "$(CHROMIUM) is missing: run 'sudo apt-get install chromium' to run the browser tests;"; \
+	  echo "without it they are skipped (and fail under CI=true)"; \
+	fi
+
+up: $(STAMP) ## Serve the admin (gunicorn + whitenoise) and run one worker on the local database (after make demo)
+	deploy/local-up.sh
 
 bench: $(STAMP) ## Five benchmarks against their references on PostgreSQL (bench/results/, BENCHMARKS.md)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh

@@ -1,0 +1,20 @@
+"""gunicorn settings shared by `make up`, the Procfile and the Kubernetes web Deployment.
+
+Each value comes from the environment so one image serves every size of machine.
+Static files are served by whitenoise from STATIC_ROOT (collectstatic runs at build
+time in the image, and before start in `make up`).
+"""
+
+import os
+
+bind = f"{os.environ.get('HOST', '0.0.0.0')}:{os.environ.get('PORT', '8000')}"
+workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+threads = int(os.environ.get("WEB_THREADS", "4"))
+# Admin pages are quick; a request that takes longer than this is stuck, not busy.
+timeout = int(os.environ.get("WEB_TIMEOUT_SECONDS", "30"))
+# On SIGTERM (a rolling deploy), finish the requests in flight for up to this long.
+graceful_timeout = int(os.environ.get("WEB_GRACEFUL_TIMEOUT_SECONDS", "20"))
+accesslog = "-"
+errorlog = "-"
+# Trust X-Forwarded-* only from the proxy in front (set FORWARDED_ALLOW_IPS to its address).
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")

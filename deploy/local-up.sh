@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# `make up`: the web server (gunicorn, static files by whitenoise) and one worker (the
+# django-q2 cluster plus the scheduler loop) on the local database, as production runs
+# them. Run `make demo` first for data to look at. Ctrl-C stops both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+export PORT=${PORT:-8000} HOST=${HOST:-127.0.0.1}
+export DEBUG=${DEBUG:-0}
+# A laptop serves plain HTTP on localhost: no HTTPS redirect, no secure-only cookies.
+export SECURE_SSL_REDIRECT=0 SESSION_COOKIE_SECURE=0 CSRF_COOKIE_SECURE=0 SECURE_HSTS_SECONDS=0
+DATABASE_URL=${DATABASE_URL:-sqlite:///db/tiffin.sqlite3}
+export DATABASE_URL
+
+$PY manage.py migrate --noinput --verbosity 0
+$PY manage.py collectstatic --noinput --verbosity 0
+
+if [[ $DATABASE_URL == sqlite:* ]]; then
+  # The local SQLite demo only: a superuser 'admin' with a fresh random password, printed
+  # here. Never on PostgreSQL, where `manage.py createsuperuser` is the way.
+  password=$($PY -c 'import secrets; print(secrets.token_urlsafe(12))')
+  DEMO_ADMIN_PASSWORD=$password $PY manage.py shell --verbosity 0 -c '
+import os
+from django.contrib.auth.models import User
+user = User.objects.filter(username="admin").first() or User(username="admin", email="admin@localhost")
+user.is_staff = user.is_superuser = True
+user.set_password(os.environ["DEMO_ADMIN_PASSWORD"])
+user.save()
+'
+  login="user 'admin', password '$password' (local demo only; reset on every make up)"
+else
+  login="create a user with: DATABASE_URL=... $PY manage.py createsuperuser"
+fi
+
+$PY manage.py worker &
+worker=$!
+trap 'kill -TERM $worker 2>/dev/null; wait $worker 2>/dev/null' EXIT
+trap 'exit 130' INT TERM
+
+cat <<MSG
+
+  Tiffin is up on $DATABASE_URL
+  Admin:      http://$HOST:$PORT/admin/   ($login)
+  Dashboard:  http://$HOST:$PORT/admin/scheduling/schedule/dashboard/
+  Explainer:  http://$HOST:$PORT/admin/scheduling/schedule/explain/
+  Health:     http://$HOST:$PORT/healthz
+  Ctrl-C stops the web server and the worker.
+
+MSG
+.venv/bin/gunicorn tiffin.wsgi --config deploy/gunicorn.conf.py
