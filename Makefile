@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PG_URL ?= $(if $(DATABASE_URL),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/tiffin)
 SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
 
-.PHONY: help venv demo test lint typecheck test-postgres test-sqlite scenarios bench up browser-deps clean
+.PHONY: help venv demo test lint typecheck test-postgres test-sqlite scenarios scenario-deps bench up browser-deps clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -34,7 +34,7 @@ lint: $(STAMP) ## ruff lint and format check
 typecheck: $(STAMP) ## mypy with django-stubs
 	$(BIN)/mypy .
 
-test-postgres: $(STAMP)
+test-postgres: $(STAMP) scenario-deps
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	DATABASE_URL=$(PG_URL) $(BIN)/pytest -p no:cacheprovider
 
@@ -42,6 +42,27 @@ test-sqlite: $(STAMP)
 	DATABASE_URL=$(SQLITE_TEST_URL) $(BIN)/pytest -p no:cacheprovider -m "not postgres"
 
 test: lint typecheck browser-deps test-postgres test-sqlite ## Lint, type-check, the whole suite on PostgreSQL, the portable part on SQLite
+
+# The failure scenarios (tests/scenarios, marker `scenario`) start real processes against
+# fresh PostgreSQL databases; `make test` runs them in its PostgreSQL pass. The pooler
+# scenario needs pgbouncer: installed with apt when missing and we are root; without it
+# that scenario skips with the reason, except under CI=true, where it fails.
+scenarios: $(STAMP) scenario-deps ## The failure scenarios alone (real processes, injected faults; a few minutes)
+	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
+	DATABASE_URL=$(PG_URL) $(BIN)/pytest -p no:cacheprovider -m scenario tests/scenarios
+
+scenario-deps: ## Install pgbouncer for the pooler scenario if it is missing
+	@if command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "Installing pgbouncer for the pooler scenario (apt-get)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      pgbouncer; } >/tmp/tiffin-scenario-deps.log 2>&1 \
+	    || { tail -5 /tmp/tiffin-scenario-deps.log; \
+	         echo "Could not install pgbouncer: the pooler scenario will be skipped (and fail under CI=true)"; }; \
+	else \
+	  echo "pgbouncer is missing: run 'sudo apt-get install pgbouncer' to run the pooler scenario;"; \
+	  echo "without it that scenario is skipped (and fails under CI=true)"; \
+	fi
 
 # The browser tests drive Debian's Chromium (never a downloaded browser). Installed with
 # apt when missing and we are root; otherwise say what to install. Without it the browser

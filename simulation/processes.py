@@ -85,6 +85,7 @@ class Process:
     signals: list[str] = field(default_factory=list)
 
     def start(self) -> None:
+        self.signals = []  # what was sent to this incarnation
         with self.log_path.open("ab") as log:
             log.write(f"--- start {self.starts + 1}: {' '.join(self.argv[1:])}\n".encode())
             log.flush()
@@ -117,6 +118,7 @@ class Process:
         """Ask for a clean stop: SIGCONT to the group (in case it is paused), SIGTERM to the
         leader only. The leader stops what it started (django-q2 stops its own children); a
         SIGTERM to every child at once would make the cluster's sentinel respawn workers."""
+        self.signals.append("stop")
         _signal_group(self.pid, signal.SIGCONT)
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGTERM)
@@ -207,7 +209,7 @@ class Fleet:
         return self.stop(list(self.processes.values()))
 
     def crashed(self) -> list[Process]:
-        """Processes that exited although nobody signalled them."""
+        """Processes that exited although nobody signalled them or asked them to stop."""
         return [p for p in self.processes.values() if p.popen is not None and not p.alive() and not p.signals]
 
     def log_tails(self, lines: int = 30) -> str:

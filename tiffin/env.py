@@ -74,6 +74,9 @@ def env_prefixed(prefix: str) -> dict[str, str]:
 def database_from_url(url: str, *, base_dir: Path) -> dict[str, Any]:
     """Turn ``postgres://user:pass@host:port/name`` or ``sqlite:///path`` into a DATABASES entry.
 
+    Query parameters of a postgres URL become connection options (``?sslmode=require``),
+    except ``disable_server_side_cursors=true``, which is for transaction-mode poolers.
+
     SQLite is opened in WAL mode with IMMEDIATE transactions and a busy timeout, so the
     web server, the worker and the scheduler can share one file without "database is locked".
     """
@@ -83,6 +86,9 @@ def database_from_url(url: str, *, base_dir: Path) -> dict[str, Any]:
         if not parts.path.strip("/"):
             raise ImproperlyConfigured(f"DATABASE_URL {url!r} names no database")
         options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+        # Behind a transaction-mode pooler (PgBouncer) a server-side cursor can outlive
+        # its transaction's server connection: ?disable_server_side_cursors=true.
+        pooled = _url_flag(url, options.pop("disable_server_side_cursors", "false"))
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parts.path.lstrip("/")),
@@ -92,6 +98,7 @@ def database_from_url(url: str, *, base_dir: Path) -> dict[str, Any]:
             "PORT": str(parts.port or ""),
             "OPTIONS": options,
             "CONN_MAX_AGE": 0,
+            "DISABLE_SERVER_SIDE_CURSORS": pooled,
         }
     if scheme == "sqlite":
         # sqlite:///db.sqlite3 is relative to the project; sqlite:////var/db.sqlite3 is absolute.
@@ -110,3 +117,10 @@ def database_from_url(url: str, *, base_dir: Path) -> dict[str, Any]:
             "TEST": {"NAME": str(path.with_name(f"test_{path.name}"))},
         }
     raise ImproperlyConfigured(f"DATABASE_URL {url!r}: unsupported scheme {scheme!r} (use postgres:// or sqlite:///)")
+
+
+def _url_flag(url: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in _TRUE | _FALSE:
+        raise ImproperlyConfigured(f"DATABASE_URL {url!r}: disable_server_side_cursors={raw!r} is not a boolean")
+    return value in _TRUE

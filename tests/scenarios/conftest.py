@@ -5,7 +5,6 @@ that is stopped, and whose database is dropped, however the scenario ends."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,14 +14,8 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from simulation.processes import PROJECT_DIR, Fleet
-from tests.scenarios.harness import (
-    Q_POLL_SECONDS,
-    SCHEDULER_POLL_SECONDS,
-    PostgresServer,
-    Scenario,
-    ScenarioDatabase,
-)
+from simulation.processes import PROJECT_DIR
+from tests.scenarios.harness import PostgresServer, Scenario, open_scenario
 
 
 @pytest.fixture(scope="session")
@@ -72,23 +65,11 @@ _CALL_FAILED = pytest.StashKey[bool]()
 def scenario(
     request: pytest.FixtureRequest, pg_server: PostgresServer, scenario_template: str, tmp_path: Path
 ) -> Iterator[Scenario]:
-    """A fresh database cloned from the template and an empty fleet; on the way out every
-    process is stopped (SIGTERM, then SIGKILL to its group) and the database dropped. When
-    the scenario failed, the tail of each process's log is printed."""
-    short = re.sub(r"[^a-z0-9]+", "_", request.node.name.lower()).strip("_")[:30]
-    db = ScenarioDatabase(server=pg_server, name=f"tiffin_scn_{short}_{os.getpid()}")
-    pg_server.create_database(db.name, template=scenario_template)
-    environment = {
-        "DATABASE_URL": db.url,
-        "SCHEDULER_POLL_SECONDS": SCHEDULER_POLL_SECONDS,
-        "Q_POLL_SECONDS": Q_POLL_SECONDS,
-        "LOG_LEVEL": "INFO",
-    }
-    fleet = Fleet(environment=environment, log_dir=tmp_path / "logs", grace=8.0)
-    try:
-        yield Scenario(db=db, fleet=fleet)
-    finally:
-        fleet.stop_all()
+    """A fresh database and an empty fleet (see ``open_scenario``); the logs' tails are
+    printed when the scenario's assertions failed."""
+    with open_scenario(
+        server=pg_server, template=scenario_template, label=request.node.name, log_dir=tmp_path / "logs"
+    ) as scenario:
+        yield scenario
         if request.node.stash.get(_CALL_FAILED, False):
-            print(fleet.log_tails(lines=25))
-        pg_server.drop_database(db.name)
+            print(scenario.fleet.log_tails(lines=25))

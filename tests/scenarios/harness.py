@@ -9,10 +9,12 @@ process's pid so parallel runs on one server never collide, and dropped afterwar
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -24,10 +26,9 @@ from psycopg import sql
 from scheduling import cron
 from simulation.processes import PROJECT_DIR, Fleet, Process, SimulatedTime, wait_for
 
-# Scheduler loops sleep at most this long (real seconds), so ticks and due runs are seen promptly.
-SCHEDULER_POLL_SECONDS = "0.2"
-# django-q2 polls its queue this often (real seconds).
-Q_POLL_SECONDS = "0.05"
+# Every scenario process gets these: scheduler loops sleep at most 0.2 real seconds (ticks
+# and due runs are seen promptly), django-q2 polls its queue every 0.05 s.
+PROCESS_ENVIRONMENT = {"SCHEDULER_POLL_SECONDS": "0.2", "Q_POLL_SECONDS": "0.05", "LOG_LEVEL": "INFO"}
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,15 @@ def claimed_cron_ticks(db: ScenarioDatabase) -> dict[str, list[datetime]]:
     return claimed
 
 
+def succeeded_ticks(db: ScenarioDatabase, job_name: str) -> list[datetime]:
+    return [
+        row[0]
+        for row in db.rows(
+            "SELECT scheduled_for FROM job_runs WHERE job_name = %s AND status = 'succeeded' ORDER BY 1", [job_name]
+        )
+    ]
+
+
 def charges_per_tick(db: ScenarioDatabase, job_name: str) -> dict[datetime, int]:
     return db.counts(
         "SELECT scheduled_for, count(*) FROM simulation_probe_charges WHERE job_name = %s GROUP BY scheduled_for",
@@ -206,9 +216,20 @@ def charges_per_tick(db: ScenarioDatabase, job_name: str) -> dict[datetime, int]
     )
 
 
-def elapsed(since: float) -> float:
-    return time.monotonic() - since
-
-
-def write_summary(path: Path, lines: list[str]) -> None:
-    path.write_text("\n".join(lines) + "\n")
+@contextmanager
+def open_scenario(*, server: PostgresServer, template: str, label: str, log_dir: Path) -> Iterator[Scenario]:
+    """A fresh database cloned from ``template`` and an empty fleet. However the block
+    ends, every process is stopped (SIGTERM, then SIGKILL to its group) and the database
+    dropped; when an exception escapes it, the tail of each process's log is printed."""
+    short = re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")[:30]
+    db = ScenarioDatabase(server=server, name=f"tiffin_scn_{short}_{os.getpid()}")
+    server.create_database(db.name, template=template)
+    fleet = Fleet(environment={"DATABASE_URL": db.url, **PROCESS_ENVIRONMENT}, log_dir=log_dir, grace=8.0)
+    try:
+        yield Scenario(db=db, fleet=fleet)
+    except BaseException:
+        print(fleet.log_tails(lines=25))
+        raise
+    finally:
+        fleet.stop_all()
+        server.drop_database(db.name)
