@@ -1,0 +1,177 @@
+"""The nightly cart clean-up: stale carts and their items go, in batches, as of the
+run's logical time; a cart touched while it runs is never deleted."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+import time_machine
+from django.db import connection, transaction
+
+from carts import sql as carts_sql
+from carts.models import Cart, CartItem
+from carts.services import CartNotFoundError, cart_add_item, cart_create, carts_delete_stale
+from scheduling.execution import runs_execute
+from scheduling.models import RunStatus
+from scheduling.services import run_claim_manual
+
+TICK = datetime(2027, 3, 10, 2, 0, tzinfo=UTC)  # a clean-carts tick
+CUTOFF = TICK - timedelta(days=7)
+
+
+def cart(updated_at: datetime, items: int = 2) -> Cart:
+    made = cart_create(customer_ref="cust-00001", now=updated_at - timedelta(hours=1))
+    for n in range(items):
+        cart_add_item(cart_id=made.pk, sku=f"sku-{n}", quantity=1, unit_price=Decimal("4.50"), now=updated_at)
+    return made
+
+
+def clean(tick: datetime = TICK) -> dict[str, Any]:
+    with time_machine.travel(tick + timedelta(minutes=1), tick=False):
+        run = run_claim_manual(job_name="clean-carts", scheduled_for=tick, now=tick, enqueue=False)
+        assert run is not None
+        runs_execute(run_ids=[run.id], worker="test")
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert isinstance(run.result, dict)
+    return run.result
+
+
+@pytest.mark.django_db
+def test_it_deletes_carts_untouched_for_seven_days_before_the_tick_with_their_items():
+    stale = [cart(CUTOFF - timedelta(days=d)) for d in (1, 30)]
+    fresh = cart(CUTOFF + timedelta(hours=1))
+    result = clean()
+    assert (result["deleted_carts"], result["deleted_items"]) == (2, 4)
+    assert list(Cart.objects.values_list("id", flat=True)) == [fresh.pk]
+    assert not CartItem.objects.filter(cart_id__in=[c.pk for c in stale]).exists()
+    assert CartItem.objects.filter(cart=fresh).count() == 2
+
+
+@pytest.mark.django_db
+def test_a_cart_touched_exactly_seven_days_before_is_kept():
+    kept = cart(CUTOFF)
+    assert clean()["deleted_carts"] == 0
+    assert Cart.objects.filter(pk=kept.pk).exists()
+
+
+@pytest.mark.django_db
+def test_the_cutoff_comes_from_the_tick_not_the_clock():
+    # Run a week late: a cart touched after the tick but 8 days before the clock stays.
+    touched_after_tick = cart(TICK + timedelta(hours=1))
+    with time_machine.travel(TICK + timedelta(days=9), tick=False):
+        run = run_claim_manual(job_name="clean-carts", scheduled_for=TICK, now=TICK + timedelta(days=9))
+        assert run is not None
+        runs_execute(run_ids=[run.id], worker="test")
+    assert Cart.objects.filter(pk=touched_after_tick.pk).exists()
+
+
+@pytest.mark.django_db
+def test_a_second_run_for_the_same_tick_deletes_nothing():
+    cart(CUTOFF - timedelta(days=1))
+    clean()
+    assert carts_delete_stale(cutoff=CUTOFF, batch_size=100).carts == 0
+
+
+@pytest.mark.django_db
+def test_it_works_in_short_batches(settings):
+    settings.CART_CLEANUP_BATCH_SIZE = 3
+    for d in range(7):
+        cart(CUTOFF - timedelta(days=d + 1), items=1)
+    cart(TICK)
+    result = clean()
+    assert (result["deleted_carts"], result["batches"]) == (7, 3)
+    assert Cart.objects.count() == 1
+
+
+def _wait_until_blocked(waiting: int = 1, timeout: float = 10.0) -> None:
+    """Wait until ``waiting`` other backends of this database wait on a lock."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0] >= waiting:
+                return
+        time.sleep(0.01)
+    raise AssertionError("no backend started waiting for the lock")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_cart_being_changed_while_the_clean_up_runs_is_not_deleted():
+    in_use, abandoned = cart(CUTOFF - timedelta(days=2)), cart(CUTOFF - timedelta(days=3))
+    changing, done = threading.Event(), threading.Event()
+
+    def customer() -> None:  # a second connection: adds to the cart, commits a moment later
+        try:
+            with transaction.atomic():
+                cart_add_item(cart_id=in_use.pk, sku="mango-lassi", quantity=1, unit_price=Decimal("3.99"), now=TICK)
+                changing.set()
+                done.wait(10)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=customer)
+    thread.start()
+    assert changing.wait(10)
+    try:
+        result = carts_delete_stale(cutoff=CUTOFF, batch_size=10)  # does not wait: the cart is skipped
+    finally:
+        done.set()
+        thread.join()
+    assert (result.carts, result.items) == (1, 2)
+    assert not Cart.objects.filter(pk=abandoned.pk).exists()
+    kept = Cart.objects.get(pk=in_use.pk)
+    assert kept.updated_at == TICK
+    assert sorted(kept.items.values_list("sku", flat=True)) == ["mango-lassi", "sku-0", "sku-1"]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_change_that_arrives_during_a_batch_waits_and_finds_the_cart_gone(monkeypatch):
+    doomed = cart(CUTOFF - timedelta(days=2))
+    items_deleted, release = threading.Event(), threading.Event()
+    real_carts_delete = carts_sql.carts_delete
+
+    def pausing_carts_delete(**kwargs: Any) -> int:
+        items_deleted.set()  # the batch holds its row locks and has deleted the items
+        release.wait(10)
+        return real_carts_delete(**kwargs)
+
+    monkeypatch.setattr(carts_sql, "carts_delete", pausing_carts_delete)
+    outcome: dict[str, Any] = {}
+
+    def clean_up() -> None:
+        try:
+            outcome["result"] = carts_delete_stale(cutoff=CUTOFF, batch_size=10)
+        finally:
+            connection.close()
+
+    def customer() -> None:
+        try:
+            cart_add_item(cart_id=doomed.pk, sku="gulab-jamun", quantity=1, unit_price=Decimal("4.50"), now=TICK)
+        except CartNotFoundError as error:
+            outcome["customer"] = error
+        finally:
+            connection.close()
+
+    cleaner, shopper = threading.Thread(target=clean_up), threading.Thread(target=customer)
+    cleaner.start()
+    assert items_deleted.wait(10)
+    shopper.start()
+    _wait_until_blocked()  # the customer's touch waits for the batch's row lock
+    release.set()
+    cleaner.join()
+    shopper.join()
+    assert outcome["result"].carts == 1
+    assert isinstance(outcome.get("customer"), CartNotFoundError)
+    assert not Cart.objects.filter(pk=doomed.pk).exists()
+    assert not CartItem.objects.filter(cart_id=doomed.pk).exists()
