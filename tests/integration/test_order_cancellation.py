@@ -1,0 +1,250 @@
+"""Stale-order cancellation: each order's delayed run, created with the order, cancels it
+at its deadline only if the restaurant has not answered; the safety net covers orders
+whose run is missing or dead."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+import time_machine
+from django.db import connection, transaction
+from django.db.models import Count
+
+from orders.models import Order, OrderStatus, Restaurant
+from orders.services import (
+    STALE_CANCEL_REASON,
+    order_accept,
+    order_place,
+    order_reject,
+    orders_cancel_overdue,
+)
+from scheduling.dispatch import tick_pass
+from scheduling.execution import runs_execute
+from scheduling.models import JobRun, RunStatus
+from scheduling.registry import registry
+from tests.engine import drain_queue, queued_tasks
+
+PLACED_AT = datetime(2027, 3, 10, 12, 0, tzinfo=UTC)
+DEADLINE = PLACED_AT + timedelta(minutes=10)
+
+
+def place(restaurant: Restaurant, at: datetime = PLACED_AT) -> Order:
+    return order_place(restaurant=restaurant, customer_ref="cust-00001", total=Decimal("24.50"), now=at)
+
+
+def run_due(now: datetime) -> int:
+    """One scheduler pass at ``now`` with only the delayed job declared, then a worker."""
+    with registry.replaced(registry.get("cancel-stale-order")), time_machine.travel(now, tick=False):
+        tick_pass(now=now)
+        return drain_queue()
+
+
+def cancellation_of(order: Order) -> JobRun:
+    return JobRun.objects.get(job_name="cancel-stale-order", subject=f"order:{order.pk}")
+
+
+def status(order: Order) -> str:
+    order.refresh_from_db()
+    return order.status
+
+
+@pytest.mark.django_db
+def test_placing_an_order_creates_its_delayed_cancellation_due_at_the_deadline(restaurant):
+    order = place(restaurant)
+    run = cancellation_of(order)
+    assert (run.status, run.scheduled_for, run.due_at, run.trigger) == (
+        RunStatus.SCHEDULED,
+        DEADLINE,
+        DEADLINE,
+        "delayed",
+    )
+
+
+@pytest.mark.django_db
+def test_the_timeout_is_a_setting(restaurant, settings):
+    settings.ORDER_ACCEPT_TIMEOUT_SECONDS = 90
+    assert cancellation_of(place(restaurant)).scheduled_for == PLACED_AT + timedelta(seconds=90)
+
+
+@pytest.mark.django_db
+def test_a_rolled_back_order_leaves_no_delayed_run(restaurant):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        place(restaurant)
+        raise RuntimeError("the payment failed")
+    assert not Order.objects.exists()
+    assert not JobRun.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_order_nobody_answered_is_cancelled_at_its_deadline(restaurant):
+    order = place(restaurant)
+    assert run_due(DEADLINE - timedelta(seconds=1)) == 0
+    assert status(order) == OrderStatus.PLACED
+    run_due(DEADLINE)
+    assert status(order) == OrderStatus.CANCELLED
+    assert (order.cancel_reason, order.cancelled_at) == (STALE_CANCEL_REASON, DEADLINE)
+    run = cancellation_of(order)
+    assert (run.status, run.result) == (RunStatus.SUCCEEDED, {"orders": 1, "cancelled": 1, "left_alone": 0})
+
+
+@pytest.mark.django_db
+def test_an_order_accepted_a_moment_before_its_deadline_is_not_cancelled(restaurant):
+    order = place(restaurant)
+    order_accept(order_id=order.pk, now=DEADLINE - timedelta(milliseconds=1))
+    run_due(DEADLINE)
+    assert status(order) == OrderStatus.ACCEPTED
+    assert cancellation_of(order).result == {"orders": 1, "cancelled": 0, "left_alone": 1}
+
+
+@pytest.mark.django_db
+def test_a_rejected_order_is_left_rejected(restaurant):
+    order = place(restaurant)
+    order_reject(order_id=order.pk, now=PLACED_AT + timedelta(minutes=3))
+    run_due(DEADLINE)
+    assert status(order) == OrderStatus.REJECTED
+    assert order.cancel_reason == ""
+
+
+@pytest.mark.django_db
+def test_many_due_runs_are_executed_in_batches(restaurant):
+    orders = [place(restaurant, PLACED_AT + timedelta(seconds=n)) for n in range(250)]
+    for order in orders[::5]:
+        order_accept(order_id=order.pk, now=PLACED_AT + timedelta(minutes=5))
+    later = DEADLINE + timedelta(minutes=5)  # every deadline has passed
+    with registry.replaced(registry.get("cancel-stale-order")), time_machine.travel(later, tick=False):
+        tick_pass(now=later)
+        assert sorted(len(task["args"][0]) for task in queued_tasks()) == [50, 200]  # two tasks, not 250
+        drain_queue()
+    counts = dict(Order.objects.order_by().values_list("status").annotate(n=Count("id")))
+    assert counts == {OrderStatus.CANCELLED: 200, OrderStatus.ACCEPTED: 50}
+    assert set(JobRun.objects.values_list("status", flat=True)) == {RunStatus.SUCCEEDED}
+
+
+# --- The safety net ---------------------------------------------------------------------
+
+
+def imported(restaurant: Restaurant, placed_at: datetime) -> Order:
+    """An order written without order_place (a bulk import, the demo seed): no delayed run."""
+    return Order.objects.create(restaurant=restaurant, customer_ref="c", total=Decimal("9.00"), placed_at=placed_at)
+
+
+@pytest.mark.django_db
+def test_the_safety_net_cancels_overdue_orders_whose_run_is_missing_or_dead(restaurant):
+    missing = imported(restaurant, PLACED_AT)
+    dead = place(restaurant)
+    JobRun.objects.filter(subject=f"order:{dead.pk}").update(status=RunStatus.DEAD)
+    alive = place(restaurant)  # its run is still scheduled: left to it
+    not_yet = imported(restaurant, PLACED_AT + timedelta(minutes=6))
+    answered = imported(restaurant, PLACED_AT)
+    order_accept(order_id=answered.pk, now=PLACED_AT + timedelta(minutes=1))
+
+    as_of = PLACED_AT + timedelta(minutes=15)  # a */5 tick
+    with time_machine.travel(as_of + timedelta(seconds=3), tick=False):
+        run = JobRun.objects.create(
+            job_name="cancel-stale-orders",
+            scheduled_for=as_of,
+            due_at=as_of,
+            status=RunStatus.ENQUEUED,
+            trigger="manual",
+            created_at=as_of,
+        )
+        runs_execute(run_ids=[run.id], worker="test")
+    run.refresh_from_db()
+    assert run.result == {"as_of": as_of.isoformat(), "cancelled": 2}
+    assert [status(o) for o in (missing, dead, alive, not_yet, answered)] == [
+        OrderStatus.CANCELLED,
+        OrderStatus.CANCELLED,
+        OrderStatus.PLACED,
+        OrderStatus.PLACED,
+        OrderStatus.ACCEPTED,
+    ]
+
+
+@pytest.mark.django_db
+def test_the_safety_net_works_through_every_batch(restaurant):
+    for n in range(7):
+        imported(restaurant, PLACED_AT - timedelta(minutes=n))
+    assert orders_cancel_overdue(as_of=DEADLINE, now=DEADLINE, batch_size=3) == 7
+    assert Order.objects.filter(status=OrderStatus.CANCELLED).count() == 7
+
+
+# --- Concurrency (PostgreSQL) -------------------------------------------------------------
+
+
+def _wait_until_blocked(timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0]:
+                return
+        time.sleep(0.01)
+    raise AssertionError("no backend started waiting for the lock")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_an_accept_still_committing_at_the_deadline_wins_over_the_cancellation(restaurant):
+    order = place(restaurant)
+    accepting, commit = threading.Event(), threading.Event()
+
+    def restaurant_accepts() -> None:
+        try:
+            with transaction.atomic():
+                order_accept(order_id=order.pk, now=DEADLINE - timedelta(milliseconds=1))
+                accepting.set()
+                commit.wait(10)
+        finally:
+            connection.close()
+
+    def worker() -> None:
+        try:
+            run_due(DEADLINE)
+        finally:
+            connection.close()
+
+    accepter, cancel = threading.Thread(target=restaurant_accepts), threading.Thread(target=worker)
+    accepter.start()
+    assert accepting.wait(10)
+    cancel.start()
+    _wait_until_blocked()  # the cancellation's UPDATE waits for the accept's row lock
+    commit.set()
+    accepter.join()
+    cancel.join()
+    assert status(order) == OrderStatus.ACCEPTED
+    assert cancellation_of(order).result == {"orders": 1, "cancelled": 0, "left_alone": 1}
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_safety_net_skips_an_order_someone_holds_and_does_not_wait_for_it(restaurant):
+    held, free = imported(restaurant, PLACED_AT), imported(restaurant, PLACED_AT)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                list(Order.objects.select_for_update().filter(pk=held.pk))
+                holding.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert holding.wait(10)
+    try:
+        cancelled = orders_cancel_overdue(as_of=DEADLINE, now=DEADLINE)
+    finally:
+        release.set()
+        thread.join()
+    assert cancelled == 1
+    assert (status(held), status(free)) == (OrderStatus.PLACED, OrderStatus.CANCELLED)
+    assert orders_cancel_overdue(as_of=DEADLINE, now=DEADLINE) == 1  # the next pass takes it
