@@ -1,0 +1,347 @@
+"""Admin for the engine: job runs (read-only, with their events), schedules with the
+operator's actions, the schedules dashboard and the cron explainer.
+
+Nothing here writes a row itself. Every action calls ``scheduling.services``, so it goes
+through the same claim path, conditional updates and refusals as the scheduler. Each
+action needs its own permission (``pause_schedule``, ``run_schedule``, ``rerun_jobrun``);
+staff without it see the pages but not the actions, and a forged POST naming a hidden
+action is refused by Django's action form (the action is not among its choices).
+Every action that changes something is written to the admin log with the user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+
+from scheduling import cron, services, views
+from scheduling.models import JobRun, JobRunEvent, RunAlert, Schedule
+from scheduling.registry import UnknownJobError, registry
+from scheduling.selectors import job_last_run
+from tiffin import clock
+
+if TYPE_CHECKING:
+    _JobRunAdmin = admin.ModelAdmin[JobRun]
+    _ScheduleAdmin = admin.ModelAdmin[Schedule]
+    _RunAlertAdmin = admin.ModelAdmin[RunAlert]
+    _EventInline = admin.TabularInline[JobRunEvent, JobRun]
+else:  # ModelAdmin is generic only in django-stubs
+    _JobRunAdmin = _ScheduleAdmin = _RunAlertAdmin = admin.ModelAdmin
+    _EventInline = admin.TabularInline
+
+# The admin index gets an Operations box linking the dashboard, the explainer, /healthz.
+# (An app's admin/index.html would lose to django.contrib.admin's, which is listed first.)
+admin.site.index_template = "admin/scheduling/index.html"
+
+# What an operator's request can be refused with (the message is for the operator).
+REFUSALS = (services.SchedulingError, UnknownJobError, cron.CronError)
+
+
+def _actor(request: HttpRequest) -> str:
+    return request.user.get_username()
+
+
+def _span(span: timedelta | None) -> str:
+    if span is None:
+        return "-"
+    seconds = span.total_seconds()
+    if abs(seconds) < 60:
+        return f"{seconds:.1f} s"
+    minutes = int(seconds // 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min {int(seconds % 60)} s"
+
+
+class ReadOnlyMixin:
+    """Rows written only by the engine: viewable, never added, edited or deleted here."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class JobNameFilter(admin.SimpleListFilter):
+    """Filter by declared job (from the registry: no DISTINCT over job_runs)."""
+
+    title = "job"
+    parameter_name = "job_name"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(job.name, job.name) for job in registry.all()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(job_name=self.value()) if self.value() else queryset
+
+
+# --- Job runs ---------------------------------------------------------------------------
+
+
+class JobRunEventInline(ReadOnlyMixin, _EventInline):
+    model = JobRunEvent
+    fields = ("at", "kind", "attempt", "fence", "worker", "message")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+
+@admin.register(JobRun)
+class JobRunAdmin(ReadOnlyMixin, _JobRunAdmin):
+    list_display = (
+        "id",
+        "job_name",
+        "subject",
+        "scheduled_for",
+        "status",
+        "trigger",
+        "attempts",
+        "late_by",
+        "took",
+        "fence",
+        "worker",
+    )
+    list_filter = (JobNameFilter, "status", "trigger", "skip_reason")
+    date_hierarchy = "scheduled_for"
+    search_fields = ("=id", "subject", "=job_name")
+    # job_runs is the engine's largest table: skip the second COUNT(*) over all of it.
+    show_full_result_count = False
+    readonly_fields = ("late_by", "took")
+    fieldsets = (
+        (None, {"fields": ("job_name", "subject", "scheduled_for", "status", "skip_reason", "trigger")}),
+        ("Execution", {"fields": ("attempts", "fence", "worker", "late_by", "took", "result")}),
+        (
+            "Times (UTC)",
+            {"fields": ("due_at", "created_at", "enqueued_at", "started_at", "heartbeat_at", "finished_at")},
+        ),
+        ("Error", {"fields": ("error",)}),
+    )
+    inlines = (JobRunEventInline,)
+    actions = ("rerun_runs",)
+
+    @admin.display(description="late by")
+    def late_by(self, run: JobRun) -> str:
+        return _span(run.lateness)
+
+    @admin.display(description="took")
+    def took(self, run: JobRun) -> str:
+        return _span(run.duration(now=clock.now()))
+
+    def has_rerun_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("scheduling.rerun_jobrun")
+
+    @admin.action(description="Re-run the selected abandoned or dead runs (new fence)", permissions=["rerun"])
+    def rerun_runs(self, request: HttpRequest, queryset: QuerySet[JobRun]) -> None:
+        now, actor = clock.now(), _actor(request)
+        for run in queryset.order_by("scheduled_for", "id"):
+            try:
+                services.run_rerun(run_id=run.id, actor=actor, now=now)
+            except REFUSALS as error:
+                self.message_user(request, f"Refused: {error}.", messages.WARNING)
+                continue
+            self.log_change(request, run, f"Re-run requested (attempt {run.attempts + 1}, a new fence)")
+            self.message_user(request, f"Run {run.id} of {run.job_name} is enqueued again.", messages.SUCCESS)
+
+
+# --- Schedules --------------------------------------------------------------------------
+
+
+class BackfillForm(forms.Form):
+    start = forms.DateTimeField(help_text="UTC, e.g. 2027-03-01 00:00. Ticks after this instant...")
+    end = forms.DateTimeField(help_text="...up to and including this one (not in the future).")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        start, end = data.get("start"), data.get("end")
+        if start and end and start >= end:
+            self.add_error("end", "The end must be after the start.")
+        return data
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(ReadOnlyMixin, _ScheduleAdmin):
+    list_display = (
+        "job_name",
+        "kind",
+        "schedule",
+        "policies",
+        "next_fire_utc",
+        "next_fire_local",
+        "last_run",
+        "paused",
+        "paused_by",
+    )
+    list_filter = ("kind", "paused")
+    search_fields = ("job_name",)
+    actions = ("pause_schedules", "resume_schedules", "run_now", "backfill")
+    change_list_template = "admin/scheduling/schedule/change_list.html"
+
+    # -- columns
+
+    @admin.display(description="schedule")
+    def schedule(self, schedule: Schedule) -> str:
+        return f"{schedule.cron} ({schedule.timezone})" if schedule.cron else "delayed (runs created by code)"
+
+    @admin.display(description="policies")
+    def policies(self, schedule: Schedule) -> str:
+        deadline = f" {schedule.misfire_deadline_seconds}s" if schedule.misfire_deadline_seconds else ""
+        return f"overlap {schedule.overlap}, misfire {schedule.misfire}{deadline}, {schedule.max_attempts} attempts"
+
+    def _next_fire(self, schedule: Schedule) -> datetime | None:
+        if not schedule.cron:
+            return None
+        ticks = cron.next_ticks(schedule.cron, schedule.timezone, clock.now(), 1)
+        return ticks[0] if ticks else None
+
+    @admin.display(description="next fire (UTC)")
+    def next_fire_utc(self, schedule: Schedule) -> str:
+        tick = self._next_fire(schedule)
+        return f"{tick:%Y-%m-%d %H:%M}" if tick else "-"
+
+    @admin.display(description="next fire (local)")
+    def next_fire_local(self, schedule: Schedule) -> str:
+        tick = self._next_fire(schedule)
+        return f"{tick.astimezone(cron.zone(schedule.timezone)):%Y-%m-%d %H:%M %Z}" if tick else "-"
+
+    @admin.display(description="last run")
+    def last_run(self, schedule: Schedule) -> str:
+        run = job_last_run(job_name=schedule.job_name)
+        return f"{run.scheduled_for:%Y-%m-%d %H:%M} {run.status}" if run else "never"
+
+    # -- permissions of the actions
+
+    def has_pause_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("scheduling.pause_schedule")
+
+    def has_run_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("scheduling.run_schedule")
+
+    # -- actions
+
+    @admin.action(description="Pause the selected jobs", permissions=["pause"])
+    def pause_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        self._toggle(request, queryset, services.schedule_pause, "paused")
+
+    @admin.action(description="Resume the selected jobs", permissions=["pause"])
+    def resume_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        self._toggle(request, queryset, services.schedule_resume, "resumed")
+
+    def _toggle(
+        self, request: HttpRequest, queryset: QuerySet[Schedule], service: Callable[..., bool], verb: str
+    ) -> None:
+        now, actor = clock.now(), _actor(request)
+        for schedule in queryset:
+            try:
+                changed = service(job_name=schedule.job_name, actor=actor, now=now)
+            except REFUSALS as error:
+                self.message_user(request, f"Refused: {error}.", messages.WARNING)
+                continue
+            if changed:
+                self.log_change(request, schedule, verb.capitalize())
+                self.message_user(request, f"{schedule.job_name} {verb}.", messages.SUCCESS)
+            else:
+                self.message_user(request, f"{schedule.job_name} was already {verb}.", messages.INFO)
+
+    @admin.action(description="Run the selected cron jobs now", permissions=["run"])
+    def run_now(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        """Claim a manual run whose logical time is now, to the minute: a double submit
+        in the same minute finds the run already claimed and runs nothing more."""
+        now, actor = clock.now(), _actor(request)
+        logical = now.replace(second=0, microsecond=0)
+        for schedule in queryset:
+            if not schedule.cron:
+                self.message_user(
+                    request, f"{schedule.job_name} is a delayed job: code creates its runs.", messages.WARNING
+                )
+                continue
+            try:
+                run = services.run_claim_manual(job_name=schedule.job_name, scheduled_for=logical, now=now)
+            except REFUSALS as error:
+                self.message_user(request, f"Refused: {error}.", messages.WARNING)
+                continue
+            if run is None:
+                self.message_user(
+                    request, f"{schedule.job_name} already has a run at {logical:%H:%M} UTC.", messages.INFO
+                )
+                continue
+            self.log_change(request, schedule, f"Run now by {actor}: run {run.id} @ {logical:%Y-%m-%d %H:%M} UTC")
+            self.message_user(request, f"{schedule.job_name}: run {run.id} enqueued.", messages.SUCCESS)
+
+    @admin.action(description="Backfill a time range of the selected cron jobs…", permissions=["run"])
+    def backfill(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> TemplateResponse | None:
+        """First show the range form; when it comes back valid, claim each tick in it
+        through the normal claim path (trigger backfill; claimed ticks are left alone)."""
+        form = BackfillForm(request.POST if "apply" in request.POST else None)
+        if form.is_valid():
+            self._backfill(request, queryset, start=form.cleaned_data["start"], end=form.cleaned_data["end"])
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Backfill a time range",
+            "opts": self.opts,
+            "form": form,
+            "schedules": list(queryset),
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+            "max_ticks": services.MAX_BACKFILL_TICKS,
+        }
+        return TemplateResponse(request, "admin/scheduling/schedule/backfill.html", context)
+
+    def _backfill(self, request: HttpRequest, queryset: QuerySet[Schedule], *, start: datetime, end: datetime) -> None:
+        now, actor = clock.now(), _actor(request)
+        for schedule in queryset:
+            try:
+                won = services.runs_backfill(job_name=schedule.job_name, start=start, end=end, actor=actor, now=now)
+            except REFUSALS as error:
+                self.message_user(request, f"Refused for {schedule.job_name}: {error}.", messages.WARNING)
+                continue
+            span = f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC"
+            self.log_change(request, schedule, f"Backfilled {span}: {len(won)} new runs")
+            self.message_user(request, f"{schedule.job_name}: {len(won)} new runs from {span}.", messages.SUCCESS)
+
+    # -- extra pages
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("dashboard/", wrap(self.dashboard_view), name="scheduling_dashboard"),
+            *super().get_urls(),
+        ]
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        """The dashboard; its buttons post the changelist's actions back here, so they
+        pass the same permission checks, then return to the dashboard."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        if request.method == "POST":
+            response = self.response_action(request, queryset=self.get_queryset(request))
+            return response or HttpResponseRedirect(request.get_full_path())
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "can_pause": self.has_pause_permission(request),
+            "can_run": self.has_run_permission(request),
+            "changelist_url": reverse("admin:scheduling_schedule_changelist"),
+        }
+        return views.dashboard(request, context=context)
+
+
+# --- Alerts -----------------------------------------------------------------------------
+
+
+@admin.register(RunAlert)
+class RunAlertAdmin(ReadOnlyMixin, _RunAlertAdmin):
+    list_display = ("alerted_at", "kind", "job_name", "subject", "scheduled_for", "run_id", "detail", "resolved_at")
+    list_filter = ("kind", JobNameFilter, ("resolved_at", admin.EmptyFieldListFilter))
+    date_hierarchy = "alerted_at"

