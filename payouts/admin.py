@@ -1,39 +1,132 @@
-"""Read-only payout history. Payouts are written once by the weekly job and never
-edited, so nobody (superusers included) may add, change or delete one here."""
+"""The payout history, read-only for everyone.
+
+Payouts are written once by the weekly job and never edited: a correction is a new
+entry, not a change to an old one. So nobody, superusers included, may add, change or
+delete a payout here; the pages are for looking, filtering, totalling and exporting.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import csv
+from datetime import date
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
-from django.http import HttpRequest
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.template.response import TemplateResponse
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString
 
+from orders.models import Restaurant
 from payouts.models import Payout
+from payouts.selectors import (
+    payout_covered_orders,
+    payout_csv_rows,
+    payout_totals,
+    payout_week_choices,
+    payouts_of_week,
+)
 
 if TYPE_CHECKING:
     _PayoutAdmin = admin.ModelAdmin[Payout]
 else:  # ModelAdmin is generic only in django-stubs
     _PayoutAdmin = admin.ModelAdmin
 
+# The restaurant filter lists every restaurant only while there are this few; beyond
+# that, filter by clicking a restaurant in the list (or search by name).
+RESTAURANT_CHOICES_MAX = 50
+WEEK_CHOICES = 12
+COVERED_ORDERS_SHOWN = 20
+
+
+class RestaurantFilter(admin.SimpleListFilter):
+    title = "restaurant"
+    parameter_name = "restaurant"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        restaurants = Restaurant.objects.order_by("name", "id")
+        if restaurants.count() > RESTAURANT_CHOICES_MAX:
+            restaurants = restaurants.filter(id=self._id() or 0)
+        return [(str(r.pk), f"{r.name} ({r.pk})") for r in restaurants]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(restaurant_id=self._id()) if self.value() else queryset
+
+    def _id(self) -> int | None:
+        value = self.value()
+        return int(value) if value and value.isdigit() else None
+
+
+class WeekFilter(admin.SimpleListFilter):
+    title = "business week (local Monday)"
+    parameter_name = "week"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        weeks = payout_week_choices(count=WEEK_CHOICES)
+        selected = self._monday()
+        if selected is not None and selected not in weeks:
+            weeks.append(selected)
+        return [(monday.isoformat(), f"week of {monday:%a %d %b %Y}") for monday in weeks]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        monday = self._monday()
+        if self.value() and monday is None:
+            return queryset.none()  # a malformed date matches nothing rather than everything
+        return payouts_of_week(payouts=queryset, monday=monday) if monday else queryset
+
+    def _monday(self) -> date | None:
+        try:
+            return date.fromisoformat(self.value() or "")
+        except ValueError:
+            return None
+
 
 @admin.register(Payout)
 class PayoutAdmin(_PayoutAdmin):
     list_display = (
-        "restaurant",
+        "restaurant_link",
+        "zone",
         "week_start_local",
         "period_start",
-        "period_end",
+        "hours",
         "order_count",
         "gross",
         "commission",
         "net",
+        "run_link",
         "fence",
         "created_at",
     )
-    list_filter = ("restaurant__timezone", "week_start_local")
+    list_filter = (RestaurantFilter, ("restaurant__timezone", admin.AllValuesFieldListFilter), WeekFilter)
     list_select_related = ("restaurant",)
-    search_fields = ("restaurant__name",)
+    search_fields = ("restaurant__name", "=restaurant__id")
     date_hierarchy = "period_start"
+    actions = ("export_csv",)
+    fieldsets = (
+        (None, {"fields": ("restaurant", "zone", "week_start_local", "period_start", "period_end", "hours")}),
+        ("Amounts", {"fields": ("order_count", "gross", "commission", "net")}),
+        ("Written by", {"fields": ("run_link", "fence", "created_at")}),
+        ("Orders it covers", {"fields": ("covered_orders",)}),
+    )
+    readonly_fields = (
+        "restaurant",
+        "zone",
+        "week_start_local",
+        "period_start",
+        "period_end",
+        "hours",
+        "order_count",
+        "gross",
+        "commission",
+        "net",
+        "run_link",
+        "fence",
+        "created_at",
+        "covered_orders",
+    )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -43,3 +136,81 @@ class PayoutAdmin(_PayoutAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Payout | None = None) -> bool:
         return False
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        """The list, with the totals of every row the current filters select."""
+        response = super().changelist_view(request, extra_context)
+        if isinstance(response, TemplateResponse) and response.context_data and "cl" in response.context_data:
+            response.context_data["payout_totals"] = payout_totals(payouts=response.context_data["cl"].queryset)
+        return response
+
+    @admin.action(description="Export the selected payouts as CSV")
+    def export_csv(self, request: HttpRequest, queryset: QuerySet[Payout]) -> StreamingHttpResponse:
+        writer = csv.writer(_Echo())
+        rows = (writer.writerow(row) for row in payout_csv_rows(payouts=queryset))
+        response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="payouts.csv"'
+        return response
+
+    @admin.display(description="restaurant", ordering="restaurant__name")
+    def restaurant_link(self, payout: Payout) -> SafeString:
+        # Clicking a restaurant filters the list by it (the filter lists few restaurants).
+        query = urlencode({RestaurantFilter.parameter_name: payout.restaurant_id})
+        return format_html('<a href="?{}">{}</a>', query, payout.restaurant.name)
+
+    @admin.display(description="zone", ordering="restaurant__timezone")
+    def zone(self, payout: Payout) -> str:
+        return payout.restaurant.timezone
+
+    @admin.display(description="hours")
+    def hours(self, payout: Payout) -> str:
+        # 168, or 167 / 169 in a week in which the restaurant's zone changes its clocks.
+        return f"{(payout.period_end - payout.period_start).total_seconds() / 3600:g}"
+
+    @admin.display(description="run", ordering="job_run_id")
+    def run_link(self, payout: Payout) -> str | SafeString:
+        if payout.job_run_id is None:
+            return "-"
+        try:
+            url = reverse("admin:scheduling_jobrun_change", args=[payout.job_run_id])
+        except NoReverseMatch:
+            return f"run {payout.job_run_id}"
+        return format_html('<a href="{}">run {}</a>', url, payout.job_run_id)
+
+    @admin.display(description="orders")
+    def covered_orders(self, payout: Payout) -> SafeString:
+        """The orders of the restaurant delivered inside the payout's bounds."""
+        orders = payout_covered_orders(payout=payout)
+        count = orders.count()
+        query = urlencode(
+            {
+                "restaurant__id__exact": str(payout.restaurant_id),
+                "status__exact": "delivered",
+                "delivered_at__gte": payout.period_start.isoformat(),
+                "delivered_at__lt": payout.period_end.isoformat(),
+            }
+        )
+        header = format_html(
+            '{} delivered orders fall inside this week ({} when it was paid). <a href="{}?{}">List them all</a>',
+            count,
+            payout.order_count,
+            reverse("admin:orders_order_changelist"),
+            query,
+        )
+        rows = format_html_join(
+            "",
+            '<li><a href="{}">order {}</a>: {} delivered {} UTC</li>',
+            (
+                (reverse("admin:orders_order_change", args=[o.pk]), o.pk, o.total, f"{o.delivered_at:%Y-%m-%d %H:%M}")
+                for o in orders[:COVERED_ORDERS_SHOWN]
+            ),
+        )
+        more = f" and {count - COVERED_ORDERS_SHOWN} more" if count > COVERED_ORDERS_SHOWN else ""
+        return format_html("{}<ul>{}</ul>{}", header, rows, more)
+
+
+class _Echo:
+    """A file-like object whose write returns the line, for streaming csv.writer output."""
+
+    def write(self, value: str) -> str:
+        return value

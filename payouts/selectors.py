@@ -3,9 +3,9 @@ covers, and the weekly table the demo prints. Keyword-only functions; no writes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from django.db.models import Count, QuerySet, Sum
@@ -114,3 +114,78 @@ def payout_weeks_table(*, limit_weeks: int = 8) -> list[WeekRow]:
         )
         for payout in rows
     ]
+
+
+CSV_HEADER = (
+    "payout_id",
+    "restaurant_id",
+    "restaurant",
+    "timezone",
+    "week_start_local",
+    "period_start_utc",
+    "period_end_utc",
+    "hours",
+    "order_count",
+    "gross",
+    "commission",
+    "net",
+    "job_run_id",
+    "fence",
+    "created_at_utc",
+)
+# A spreadsheet runs a cell that starts with one of these as a formula.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def payout_csv_rows(*, payouts: QuerySet[Payout]) -> Iterator[list[str]]:
+    """The header, then one row per payout of ``payouts``, streamed from the database."""
+    yield list(CSV_HEADER)
+    for payout in payouts.select_related("restaurant").order_by("period_start", "restaurant_id").iterator(2000):
+        yield [
+            str(payout.pk),
+            str(payout.restaurant_id),
+            _cell(payout.restaurant.name),
+            payout.restaurant.timezone,
+            payout.week_start_local.isoformat(),
+            payout.period_start.isoformat(),
+            payout.period_end.isoformat(),
+            f"{(payout.period_end - payout.period_start).total_seconds() / 3600:g}",
+            str(payout.order_count),
+            str(payout.gross),
+            str(payout.commission),
+            str(payout.net),
+            "" if payout.job_run_id is None else str(payout.job_run_id),
+            "" if payout.fence is None else str(payout.fence),
+            payout.created_at.isoformat(),
+        ]
+
+
+def _cell(text: str) -> str:
+    # Names come from people: defuse formula injection when the file is opened in Excel.
+    return "'" + text if text.startswith(_FORMULA_STARTS) else text
+
+
+def payout_week_choices(*, count: int) -> list[date]:
+    """The latest ``count`` local Mondays, counting back from the newest payout's week.
+
+    Mondays are regular, so this needs one row (ORDER BY period_start DESC LIMIT 1,
+    served by payout_period_start), not a DISTINCT over the whole ledger.
+    """
+    latest = Payout.objects.order_by("-period_start").values_list("week_start_local", flat=True).first()
+    if latest is None:
+        return []
+    return [latest - timedelta(weeks=back) for back in range(count)]
+
+
+def payouts_of_week(*, payouts: QuerySet[Payout], monday: date) -> QuerySet[Payout]:
+    """``payouts`` of the business week starting on local ``monday``, in every zone.
+
+    A local Monday 00:00 is within 14 hours of Monday 00:00 UTC in any zone, so the
+    period_start range lets payout_period_start serve the filter.
+    """
+    around = datetime.combine(monday, time(), tzinfo=UTC)
+    return payouts.filter(
+        week_start_local=monday,
+        period_start__gte=around - timedelta(days=1),
+        period_start__lt=around + timedelta(days=1),
+    )
