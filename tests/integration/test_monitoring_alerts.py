@@ -255,3 +255,27 @@ def test_jobs_without_a_url_send_nothing(executable, http_server):
     with override_settings(SCHEDULER_PING_URLS={"OTHER_JOB": http_server.url}):
         _execute_one(job)
     assert http_server.requests == []
+
+
+# --- structured logs ---------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_each_run_transition_logs_one_json_line_with_job_logical_time_fence_attempt_duration_outcome(caplog):
+    job = make_job("nightly-export", cron="0 2 * * *")
+    with caplog.at_level("INFO", logger="scheduling.runs"):
+        run = _execute_one(job, minutes=3)
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "scheduling.runs"]
+    assert [line["event"] for line in lines] == ["claimed", "started", "succeeded"]
+    finished = lines[-1]
+    assert finished == {
+        "event": "succeeded",
+        "job": "nightly-export",
+        "subject": "",
+        "scheduled_for": "2027-03-01T12:00:00+00:00",
+        "run": run.id,
+        "fence": run.fence,
+        "attempt": 1,
+        "duration_s": 0.0,
+        "outcome": "succeeded",
+    }
