@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -50,9 +50,8 @@ class PostgresServer:
             user=self.user,
             password=self.password or None,
             dbname=database,
-            autocommit=True,
             connect_timeout=10,
-            **kwargs,
+            **{"autocommit": True, **kwargs},
         )
 
     def create_database(self, name: str, *, template: str | None = None) -> None:
@@ -95,6 +94,35 @@ class ScenarioDatabase:
     def scalar(self, query: str, params: Sequence[Any] = ()) -> Any:
         rows = self.rows(query, params)
         return rows[0][0] if rows else None
+
+    @contextmanager
+    def holding(self, statement: str) -> Iterator[int]:
+        """Run ``statement`` (a LOCK TABLE, say) in a transaction kept open for the block;
+        yield the holding backend's pid. The scenarios pin a worker at a precise point of
+        its run this way: it blocks on the lock, and the fault is injected while it waits."""
+        conn = self.server.connect(self.name, autocommit=False)
+        try:
+            conn.execute(statement.encode())
+            yield conn.info.backend_pid
+        finally:
+            with suppress(psycopg.Error):  # the server may have been restarted meanwhile
+                conn.rollback()
+            conn.close()
+
+    def wait_blocked_by(self, holder: int, *, timeout: float) -> int:
+        """Wait until a backend waits for a lock ``holder`` holds; return its pid."""
+        query = "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid)) LIMIT 1"
+        found: list[int] = []
+
+        def blocked() -> bool:
+            found[:] = [row[0] for row in self.rows(query, [holder])]
+            return bool(found)
+
+        wait_for(blocked, timeout=timeout, interval=0.05, what=f"a backend blocked by {holder}")
+        return found[0]
+
+    def backend_gone(self, pid: int) -> bool:
+        return self.scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid]) == 0
 
     def counts(self, query: str, params: Sequence[Any] = ()) -> dict[Any, int]:
         """``SELECT key, count(*) ... GROUP BY key`` as a dict."""

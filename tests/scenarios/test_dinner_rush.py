@@ -1,0 +1,103 @@
+"""Scenario 9, the dinner rush: orders arrive at a sustained rate, restaurants accept most
+of them, and every order nobody answered in time must be cancelled, once, and never one
+that was accepted.
+
+``manage.py simulate_orders`` places the orders through ``orders.services.order_place``
+(each order and its delayed cancellation commit together) and answers them as drawn;
+two schedulers and two workers cancel what is left, in batches.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from simulation.processes import SimulatedTime, wait_for
+from tests.scenarios.harness import Scenario
+
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]
+
+START = datetime(2027, 3, 5, 18, 30, tzinfo=UTC)  # Friday dinner in London
+SPEED = 60.0  # a simulated minute per real second: an order has 10 s to be answered
+RUSH_MINUTES = 15
+PER_MINUTE = 20
+TIMEOUT = timedelta(seconds=600)  # ORDER_ACCEPT_TIMEOUT_SECONDS
+RUSH = "customer_ref LIKE 'rush-%%'"
+
+
+def test_every_order_unanswered_in_time_is_cancelled_once_and_no_accepted_one_is(scenario: Scenario) -> None:
+    clock = SimulatedTime.starting(START, speed=SPEED, lead=4.0)
+    scenario.seed(restaurants=12, weeks=1, now=START)
+    scenario.start_workers(clock, 2, q_workers=2)
+    scenario.start_schedulers(clock, 2)
+    clock.sleep_until(START)
+    driver = scenario.fleet.start(
+        "orders",
+        ["simulate_orders", "--per-minute", str(PER_MINUTE), "--minutes", str(RUSH_MINUTES)],
+        env=clock.environment(),
+    )
+    wait_for(lambda: not driver.alive(), timeout=(RUSH_MINUTES * 60 + 600) / SPEED + 30, what="the order traffic")
+    assert driver.popen is not None and driver.popen.returncode == 0, driver.log_tail()
+    answered = _traffic_counts(driver.log_tail())
+    db = scenario.db
+    # Every order's deadline passes, and its cancellation run executes.
+    pending = f"SELECT count(*) FROM orders_order WHERE {RUSH} AND status = 'placed'"
+    wait_for(lambda: db.scalar(pending) == 0, timeout=600 / SPEED + 30, interval=0.2, what="the last cancellations")
+    scenario.stop("scheduler")
+    scenario.wait_until_idle(timeout=30)
+    scenario.stop("worker")
+
+    statuses = db.counts(f"SELECT status, count(*) FROM orders_order WHERE {RUSH} GROUP BY status")
+    assert sum(statuses.values()) == answered["placed"] >= RUSH_MINUTES * PER_MINUTE * 0.6
+    assert statuses["accepted"] == answered["accepted"] >= 0.6 * answered["placed"]
+    assert statuses.get("rejected", 0) == answered["rejected"]
+    # What nobody answered in time, and only that, was cancelled.
+    assert statuses["cancelled"] == answered["unanswered"] + answered["late answer refused"]
+    assert set(statuses) <= {"accepted", "rejected", "cancelled"}
+    assert (
+        db.scalar(
+            f"SELECT count(*) FROM orders_order WHERE {RUSH} AND accepted_at IS NOT NULL AND cancelled_at IS NOT NULL"
+        )
+        == 0
+    )
+    # Never early: each cancellation came at or after the order's deadline.
+    early = f"SELECT count(*) FROM orders_order WHERE {RUSH} AND cancelled_at < placed_at + %s"
+    assert db.scalar(early, [TIMEOUT]) == 0
+    _assert_one_cancellation_run_per_order(scenario)
+
+
+def _assert_one_cancellation_run_per_order(scenario: Scenario) -> None:
+    db = scenario.db
+    runs = db.counts(
+        "SELECT o.id, count(r.id) FROM orders_order o LEFT JOIN job_runs r "
+        "ON r.job_name = 'cancel-stale-order' AND r.subject = 'order:' || o.id "
+        f"WHERE o.{RUSH} GROUP BY o.id"
+    )
+    assert set(runs.values()) == {1}, "every order has exactly one delayed cancellation run"
+    outcomes = db.counts(
+        "SELECT status || ':' || attempts, count(*) FROM job_runs WHERE job_name = 'cancel-stale-order' GROUP BY 1"
+    )
+    assert outcomes == {"succeeded:1": len(runs)}
+    # Once: the batches' conditional UPDATEs changed exactly as many orders as are cancelled.
+    # (A batch stores its result on each of its runs; its runs share the fence it started with.)
+    changed = db.scalar(
+        "SELECT sum(cancelled) FROM (SELECT DISTINCT fence, (result->>'cancelled')::int AS cancelled "
+        "FROM job_runs WHERE job_name = 'cancel-stale-order') batches"
+    )
+    cancelled_since_start = db.scalar(
+        "SELECT count(*) FROM orders_order WHERE status = 'cancelled' AND cancel_reason = 'not accepted in time' "
+        "AND cancelled_at >= %s",
+        [START],
+    )
+    safety_net = db.scalar(
+        "SELECT coalesce(sum((result->>'cancelled')::int), 0) FROM job_runs WHERE job_name = 'cancel-stale-orders'"
+    )
+    assert changed + safety_net == cancelled_since_start
+
+
+def _traffic_counts(log: str) -> dict[str, int]:
+    """Parse "order traffic: 600 placed, 480 accepted, ..." from the driver's output."""
+    line = next(line for line in log.splitlines() if line.startswith("order traffic:"))
+    return {name: int(n) for n, name in re.findall(r"(\d+) ([a-z ]+?)(?:,|$)", line.split(":", 1)[1])}
