@@ -200,10 +200,14 @@ class _ProgressHandler(logging.Handler):
 def _progress_display(stream: OutputWrapper) -> Iterator[None]:
     handler = _ProgressHandler(stream)
     logger = logging.getLogger("payouts.progress")
+    # Shown whatever LOG_LEVEL says: the display is this command's own output.
+    level = logger.level
+    logger.setLevel(logging.INFO)
     logger.addHandler(handler)
     try:
         yield
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(level)
         if handler.shown:
             stream.write("")
