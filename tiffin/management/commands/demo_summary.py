@@ -109,7 +109,10 @@ def render_weeks(weeks: list[WeekRow]) -> list[str]:
     table: dict[tuple[str, str], dict[Any, str]] = {}
     for row in weeks:
         table.setdefault((row.timezone, row.restaurant), {})[row.week_start_local] = f"{row.net:,.2f}"
-    lines = ["", "Net payouts by restaurant and business week (local Monday; '-' no payout: before onboarding or not over yet):"]
+    lines = [
+        "",
+        "Net payouts by restaurant and business week (local Monday; '-' no payout: before onboarding or not over yet):",
+    ]
     lines.append(f"  {'restaurant':<22} {'zone':<17}" + "".join(f"{m:%d %b}".rjust(11) for m in mondays))
     for (zone, name), cells in table.items():
         lines.append(f"  {name[:22]:<22} {zone:<17}" + "".join(cells.get(m, "-").rjust(11) for m in mondays))
