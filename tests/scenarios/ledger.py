@@ -34,7 +34,7 @@ def weeks_due(timezone: str, onboarded_at: datetime, as_of: datetime) -> list[da
     zone = ZoneInfo(timezone)
     local = onboarded_at.astimezone(zone).date()
     monday = local - timedelta(days=local.weekday())
-    starts = []
+    starts: list[datetime] = []
     while True:
         start = datetime.combine(monday, time(), tzinfo=zone).astimezone(UTC)
         end = datetime.combine(monday + timedelta(days=7), time(), tzinfo=zone).astimezone(UTC)
