@@ -13,7 +13,7 @@ from django.db.models import Count, QuerySet, Sum
 from orders.models import Order, OrderStatus
 from payouts import sql
 from payouts.models import Payout
-from payouts.services import RESTAURANTS_PER_BATCH, payout_restaurant_ids, payout_weeks_due
+from payouts.services import payout_batches, payout_restaurant_ids, payout_weeks_due
 
 CENT = Decimal("0.01")
 
@@ -62,10 +62,8 @@ def payouts_preview(*, as_of: datetime, restaurant_ids: Sequence[int] | None) ->
     """What a pass as of ``as_of`` would pay now, computed by the same SQL, written nowhere."""
     ids = payout_restaurant_ids(restaurant_ids=restaurant_ids)
     preview: list[sql.DuePayout] = []
-    for start in range(0, len(ids), RESTAURANTS_PER_BATCH):
-        batch = ids[start : start + RESTAURANTS_PER_BATCH]
-        weeks = payout_weeks_due(restaurant_ids=batch, as_of=as_of)
-        preview += sql.payouts_select_due(restaurant_ids=batch, weeks=weeks)
+    for batch in payout_batches(ids=ids, restricted=restaurant_ids is not None):
+        preview += sql.payouts_select_due(batch=batch, weeks=payout_weeks_due(batch=batch, as_of=as_of))
     return sorted(preview, key=lambda due: (due.week_start_local, due.restaurant_id))
 
 

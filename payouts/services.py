@@ -50,6 +50,8 @@ RESTAURANTS_PER_BATCH = 2500
 # A manual run restricted to some restaurants names them in its subject, which is part
 # of the claim key: "restaurants:1-3,7".
 _SUBJECT_PREFIX = "restaurants:"
+# See payout_weeks_due: a history this short is checked week by week without narrowing.
+SHORT_HISTORY = timedelta(weeks=8)
 _SUBJECT_MAX = JobRun._meta.get_field("subject").max_length or 200
 
 
@@ -89,23 +91,24 @@ def payouts_pay_due(
     the rows (when they were written) and the fence row's ``updated_at``. ``restaurant_ids``
     restricts the pass (None means every active restaurant).
     """
-    batch_size = batch_size or RESTAURANTS_PER_BATCH
+    size = batch_size or RESTAURANTS_PER_BATCH
     ids = payout_restaurant_ids(restaurant_ids=restaurant_ids)
-    batches = [ids[start : start + batch_size] for start in range(0, len(ids), batch_size)]
+    batches = payout_batches(ids=ids, restricted=restaurant_ids is not None, size=size)
     written = 0
     for number, batch in enumerate(batches, start=1):
         written += _pay_batch(batch=batch, as_of=as_of, fence=fence, job_run_id=job_run_id, now=now)
         if on_batch is not None:
-            done = min(number * batch_size, len(ids))
-            on_batch(BatchProgress(number, len(batches), done, len(ids), written))
+            on_batch(BatchProgress(number, len(batches), min(number * size, len(ids)), len(ids), written))
     return PayoutPassResult(restaurants=len(ids), batches=len(batches), written=written)
 
 
-def _pay_batch(*, batch: list[int], as_of: datetime, fence: int, job_run_id: int | None, now: datetime) -> int:
+def _pay_batch(
+    *, batch: sql.RestaurantBatch, as_of: datetime, fence: int, job_run_id: int | None, now: datetime
+) -> int:
     with transaction.atomic():
         fence_check(PAYOUT_FENCE_RESOURCE, fence, now=now)
-        weeks = payout_weeks_due(restaurant_ids=batch, as_of=as_of)
-        return sql.payouts_insert_due(restaurant_ids=batch, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
+        weeks = payout_weeks_due(batch=batch, as_of=as_of)
+        return sql.payouts_insert_due(batch=batch, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
 
 
 def payout_restaurant_ids(*, restaurant_ids: Sequence[int] | None) -> list[int]:
@@ -116,28 +119,44 @@ def payout_restaurant_ids(*, restaurant_ids: Sequence[int] | None) -> list[int]:
     return list(restaurants.order_by("id").values_list("id", flat=True))
 
 
-def payout_weeks_due(*, restaurant_ids: Sequence[int], as_of: datetime) -> list[BusinessWeek]:
+def payout_batches(*, ids: list[int], restricted: bool, size: int | None = None) -> list[sql.RestaurantBatch]:
+    """Cut the ids of a pass (ascending) into batches of ``size``: id ranges, which the
+    primary key serves, naming the ids only when the pass is restricted to some."""
+    size = size or RESTAURANTS_PER_BATCH
+    chunks = [ids[start : start + size] for start in range(0, len(ids), size)]
+    return [sql.RestaurantBatch(chunk[0], chunk[-1], tuple(chunk) if restricted else None) for chunk in chunks]
+
+
+def payout_weeks_due(*, batch: sql.RestaurantBatch, as_of: datetime) -> list[BusinessWeek]:
     """The finished weeks, per zone, that may still be unpaid for these restaurants.
 
-    Each zone's list starts at the earliest week any of its restaurants may owe: the week
-    after its latest payout, or its onboarding week when it has none. Paid weeks always
-    form an unbroken run from the onboarding week (every pass pays all of a restaurant's
-    finished weeks at once), so nothing before that can be unpaid; the SQL still checks
-    each pair for an existing row. One query, served by the unique index on
-    (restaurant_id, period_start) for the latest payout of each restaurant.
+    Each zone's list starts at the earliest week any of its restaurants may owe, and the
+    SQL checks every (restaurant, week) pair for an existing row, so the list only has to
+    start early enough; the shorter it is, the fewer pairs the SQL checks.
+
+    1. Start at the zone's earliest onboarding week (one cheap aggregate). If that is at
+       most SHORT_HISTORY ago everywhere (a young ledger, a catch-up of new restaurants),
+       that is the list.
+    2. Otherwise start after each restaurant's latest payout (its onboarding week when it
+       has none): one probe of the unique index (restaurant_id, period_start) per
+       restaurant, so a weekly run checks a week or two per restaurant, not its history.
+       Paid weeks always form an unbroken run from the onboarding week (a pass pays all
+       of a restaurant's finished weeks in one statement), so nothing earlier is unpaid.
     """
-    latest_end = Payout.objects.filter(restaurant=OuterRef("pk")).order_by("-period_start").values("period_end")[:1]
-    starts = (
-        Restaurant.objects.filter(id__in=restaurant_ids)
-        .order_by()
-        .values("timezone")
-        .annotate(since=Min(Coalesce(Subquery(latest_end), F("onboarded_at"))))
-    )
+    in_batch = Restaurant.objects.filter(id__gte=batch.first_id, id__lte=batch.last_id, is_active=True)
+    if batch.only is not None:
+        in_batch = in_batch.filter(id__in=batch.only)
+    by_zone = in_batch.order_by().values("timezone")
+    starts = {row["timezone"]: row["since"] for row in by_zone.annotate(since=Min("onboarded_at"))}
+    if any(as_of - since > SHORT_HISTORY for since in starts.values()):
+        latest_end = Payout.objects.filter(restaurant=OuterRef("pk")).order_by("-period_start").values("period_end")[:1]
+        since = Min(Coalesce(Subquery(latest_end), F("onboarded_at")))
+        starts = {row["timezone"]: row["since"] for row in by_zone.annotate(since=since)}
     delay = timedelta(seconds=settings.PAYOUT_SETTLEMENT_DELAY_SECONDS)
     return [
         week
-        for row in starts
-        for week in weeks_finished(timezone=row["timezone"], since=row["since"], as_of=as_of, settlement_delay=delay)
+        for zone, since in starts.items()
+        for week in weeks_finished(timezone=zone, since=since, as_of=as_of, settlement_delay=delay)
     ]
 
 

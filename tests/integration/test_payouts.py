@@ -7,6 +7,7 @@ money arithmetic). The orders are placed, accepted and delivered through the ser
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -22,7 +23,13 @@ from django.db import transaction
 from orders.models import Order, OrderStatus, Restaurant
 from payouts.jobs import weekly_payouts
 from payouts.models import Payout
-from payouts.services import PAYOUT_FENCE_RESOURCE, BatchProgress, payouts_pay_due
+from payouts.services import (
+    PAYOUT_FENCE_RESOURCE,
+    BatchProgress,
+    payout_batches,
+    payout_weeks_due,
+    payouts_pay_due,
+)
 from scheduling.context import RunContext
 from scheduling.dispatch import runs_abandon_silent, tick_pass
 from scheduling.execution import runs_execute, runs_start
@@ -266,6 +273,35 @@ def test_batches_write_the_same_payouts_as_one_statement(restaurant_factory, del
     assert [p.restaurants_done for p in progress] == [2, 4, 5]
     assert in_batches.written == at_once.written == len(rows) > 0
     assert sorted(Payout.objects.values_list("restaurant_id", "period_start", "gross", "order_count")) == rows
+
+
+@pytest.mark.django_db
+def test_a_long_history_is_paid_once_and_a_weekly_run_then_checks_only_the_newest_weeks(restaurant_factory, deliver):
+    onboarded = ONBOARDED - timedelta(weeks=20)
+    old = [restaurant_factory(timezone=zone, onboarded_at=onboarded) for zone in ("Asia/Kolkata", "Europe/London")]
+    for week in range(0, 22, 3):
+        deliver(old[0], onboarded + timedelta(weeks=week, hours=5), "30.00")
+    first = pay(TICKS[0])
+    # Every week since onboarding, zero weeks included; London's 21st week ends at
+    # midnight UTC, after this Sunday-evening tick.
+    assert result(first)["payouts_written"] == 21 + 20
+    for restaurant, weeks in zip(old, (21, 20), strict=True):
+        paid = weeks_of(restaurant)
+        assert len(paid) == weeks
+        assert all(a.period_end == b.period_start for a, b in itertools.pairwise(paid))
+    assert sum(p.gross for p in weeks_of(old[0])) == Decimal("30.00") * 7
+
+    # A week later only the newest weeks are unpaid (one in Kolkata, two in London), and
+    # only they are considered, not the twenty before.
+    as_of = TICKS[1] + timedelta(hours=12)
+    [batch] = payout_batches(ids=[r.pk for r in old], restricted=False)
+    considered = payout_weeks_due(batch=batch, as_of=as_of)
+    assert sorted((w.timezone, w.week_start_local) for w in considered) == [
+        ("Asia/Kolkata", date(2027, 3, 8)),
+        ("Europe/London", date(2027, 3, 1)),
+        ("Europe/London", date(2027, 3, 8)),
+    ]
+    assert result(pay(as_of))["payouts_written"] == 3
 
 
 # --- Fencing ------------------------------------------------------------------------------
