@@ -130,41 +130,54 @@ def carts_delete_stale(
     In short batches, each its own transaction, so no lock is held for long and other
     writers are never blocked for more than one batch:
 
-    1. Pick the oldest ``batch_size`` stale carts. On PostgreSQL they are locked with
-       FOR UPDATE SKIP LOCKED: a cart another transaction is changing right now is
-       skipped, and a row changed and committed since the statement began is re-checked
-       against ``updated_at < cutoff`` (and dropped) before it is locked.
+    1. Pick the next ``batch_size`` stale carts in id order, after the last cart the
+       previous batch picked. On PostgreSQL they are locked with FOR UPDATE SKIP LOCKED:
+       a cart another transaction is changing right now is skipped, and a row changed and
+       committed since the statement began is re-checked against ``updated_at < cutoff``
+       (and dropped) before it is locked.
     2. Delete their items, then the carts, both re-checking ``updated_at < cutoff``.
-    3. Stop when a batch comes back short: nothing stale is left (except carts in use).
+    3. Stop when a batch comes back short: no stale cart is left after the last one picked.
 
     A cart touched while the clean-up runs is therefore never deleted: a touch either
     commits before the pick (then the re-check drops it) or waits for the batch's commit
     (then the cart is gone and the touch reports it missing, as for any deleted cart).
+
+    Why id order and not oldest first: carts are stored about in id order (they are
+    inserted that way, and so are their items), so consecutive stale ids sit on a few
+    adjacent pages of both tables. Oldest first scattered every batch over the whole
+    table and re-walked the index entries of the carts the batches before had deleted:
+    bench/carts.py measured 220-350 ms per batch of 5,000 that way, against about 100 ms
+    in id order. The pass never goes back, so a stale cart skipped because another
+    transaction held it (and did not touch it after all) is left for the next night.
     """
     total = CartCleanup(carts=0, items=0, batches=0)
+    after_id = 0
     while True:
-        picked, carts, items = _delete_stale_batch(cutoff=cutoff, batch_size=batch_size)
+        picked, carts, items = _delete_stale_batch(cutoff=cutoff, batch_size=batch_size, after_id=after_id)
         if not picked:
             return total
+        after_id = picked[-1]
         total = CartCleanup(carts=total.carts + carts, items=total.items + items, batches=total.batches + 1)
         if after_batch is not None:
             after_batch(total)
-        if picked < batch_size:
+        if len(picked) < batch_size:
             return total
 
 
-def _delete_stale_batch(*, cutoff: datetime, batch_size: int) -> tuple[int, int, int]:
-    """One batch in one transaction: (carts picked, carts deleted, items deleted)."""
+def _delete_stale_batch(*, cutoff: datetime, batch_size: int, after_id: int) -> tuple[list[int], int, int]:
+    """One batch in one transaction: (ids picked, in order; carts deleted; items deleted)."""
     with transaction.atomic():
-        # ORDER BY updated_at, id LIMIT n FOR UPDATE SKIP LOCKED, served by cart_updated_at.
+        # WHERE updated_at < cutoff AND id > after_id ORDER BY id LIMIT n FOR UPDATE SKIP
+        # LOCKED: a range scan of the primary key when most carts are stale; when few are,
+        # the planner takes them from cart_updated_at and sorts them.
         picked = list(
             Cart.objects.select_for_update(skip_locked=True)
-            .filter(updated_at__lt=cutoff)
-            .order_by("updated_at", "id")
+            .filter(updated_at__lt=cutoff, id__gt=after_id)
+            .order_by("id")
             .values_list("id", flat=True)[:batch_size]
         )
         if not picked:
-            return 0, 0, 0
+            return [], 0, 0
         items = sql.cart_items_delete(cart_ids=picked, cutoff=cutoff)
         carts = sql.carts_delete(cart_ids=picked, cutoff=cutoff)
-    return len(picked), carts, items
+    return picked, carts, items
