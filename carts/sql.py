@@ -20,19 +20,29 @@ from django.db import connection
 
 def cart_items_delete(*, cart_ids: Sequence[int], cutoff: datetime) -> int:
     """Delete the items of those of ``cart_ids`` still untouched since before ``cutoff``."""
-    marks = ", ".join(["%s"] * len(cart_ids))
-    sql = (
-        "DELETE FROM carts_cartitem WHERE cart_id IN "
-        f"(SELECT id FROM carts_cart WHERE id IN ({marks}) AND updated_at < %s)"
-    )
-    return _execute(sql, [*cart_ids, connection.ops.adapt_datetimefield_value(cutoff)])
+    ids, params = _id_in(cart_ids)
+    sql = f"DELETE FROM carts_cartitem WHERE cart_id IN (SELECT id FROM carts_cart WHERE {ids} AND updated_at < %s)"
+    return _execute(sql, [*params, connection.ops.adapt_datetimefield_value(cutoff)])
 
 
 def carts_delete(*, cart_ids: Sequence[int], cutoff: datetime) -> int:
     """Delete those of ``cart_ids`` still untouched since before ``cutoff``."""
-    marks = ", ".join(["%s"] * len(cart_ids))
-    sql = f"DELETE FROM carts_cart WHERE id IN ({marks}) AND updated_at < %s"
-    return _execute(sql, [*cart_ids, connection.ops.adapt_datetimefield_value(cutoff)])
+    ids, params = _id_in(cart_ids)
+    sql = f"DELETE FROM carts_cart WHERE {ids} AND updated_at < %s"
+    return _execute(sql, [*params, connection.ops.adapt_datetimefield_value(cutoff)])
+
+
+def _id_in(cart_ids: Sequence[int]) -> tuple[str, list[Any]]:
+    """``id`` is one of ``cart_ids``: one array parameter on PostgreSQL, a list on SQLite.
+
+    A batch passes 5,000 ids. As 5,000 placeholders, PostgreSQL spent about twice as
+    long parsing and planning each delete as executing it (bench/carts.py: 240 ms against
+    120 ms for the items of 5,000 carts); ``= ANY(%s)`` with one array is a single
+    constant. SQLite has no arrays.
+    """
+    if connection.vendor == "postgresql":
+        return "id = ANY(%s)", [list(cart_ids)]
+    return f"id IN ({', '.join(['%s'] * len(cart_ids))})", list(cart_ids)
 
 
 def _execute(sql: str, params: list[Any]) -> int:
