@@ -124,7 +124,7 @@ class CronSpec:
     days: frozenset[int]
     months: frozenset[int]
     weekdays: frozenset[int]
-    # Both day fields restricted (neither starts with '*') means they combine with OR.
+    # Either day field starts with '*': the day fields combine with AND, otherwise OR.
     day_and: bool
     # Neither minute nor hour starts with '*': DST gaps and repeats fire once.
     fixed_time: bool
