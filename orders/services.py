@@ -185,7 +185,9 @@ def orders_cancel_overdue(*, as_of: datetime, now: datetime, batch_size: int = 5
 
 def _overdue_order_ids(*, cutoff: datetime, limit: int) -> list[int]:
     # WHERE status = 'placed' AND placed_at <= cutoff is served by the partial index
-    # order_placed_pending; the NOT EXISTS probes job_run_claim_key (job_name, subject).
+    # order_placed_pending (the overdue orders, oldest first). The NOT EXISTS is served by
+    # job_run_claim_key (job_name, subject), or, while few runs are live, by one scan of
+    # job_run_status that PostgreSQL then keeps in memory.
     live_run = JobRun.objects.filter(
         job_name=CANCEL_STALE_ORDER_JOB,
         subject=Concat(Value(_SUBJECT_PREFIX), Cast(OuterRef("id"), output_field=CharField())),
