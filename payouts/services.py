@@ -7,7 +7,7 @@
    and cut them into batches of a few thousand.
 2. For each batch, in its own transaction: pass ``fence_check`` with the run's fencing
    token (a worker that lost its run is refused here, however long it slept), compute
-   the finished weeks of each zone the batch uses (one query and a little Python), and
+   the finished weeks of each zone the batch uses (a query or two and a little Python), and
    write every due payout of the batch with one INSERT ... SELECT (``payouts.sql``).
 3. After each batch, tell the caller (the job heartbeats and reports progress).
 
