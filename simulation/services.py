@@ -1,14 +1,17 @@
-"""Writes of the simulation's probe jobs."""
+"""Writes of the simulation: the probe jobs' charges, and forgetting a previous run."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from django.db import transaction
+from django_q.models import OrmQ
 
+from payouts.models import Payout
 from scheduling.context import RunContext
 from scheduling.execution import worker_name
 from scheduling.fencing import fence_check
+from scheduling.models import Fence, JobRun, JobRunEvent, RunAlert, Schedule, SchedulerNode
 from simulation.models import ProbeCharge
 
 
@@ -36,3 +39,26 @@ def probe_charge(*, ctx: RunContext, now: datetime, guarded: bool) -> bool:
             charged_at=now,
         )
     return True
+
+
+def simulation_state_counts() -> dict[str, int]:
+    """What a previous simulation (or a running deployment) left in the engine's tables."""
+    return {
+        "job runs": JobRun.objects.count(),
+        "schedules": Schedule.objects.count(),
+        "payouts": Payout.objects.count(),
+    }
+
+
+def simulation_reset() -> None:
+    """Forget the engine's state so a simulation starts from nothing: runs and their
+    events, alerts, fences, schedules, scheduler nodes, queued tasks, probe charges, and
+    the payouts the runs wrote (a payout keeps its run, so they go together).
+    Restaurants, orders and carts stay."""
+    with transaction.atomic():
+        Payout.objects.all().delete()
+        ProbeCharge.objects.all().delete()
+        JobRunEvent.objects.all().delete()
+        JobRun.objects.all().delete()
+        for model in (RunAlert, Fence, Schedule, SchedulerNode, OrmQ):
+            model.objects.all().delete()

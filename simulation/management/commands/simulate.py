@@ -1,0 +1,243 @@
+"""``manage.py simulate``: run the project as a small cluster on an accelerated clock,
+inject faults, and report whether every job ran once, on time."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from scheduling.management.commands._base import parse_instant
+from simulation.report import JobTicks, SimulationReport, run_story, simulation_report
+from simulation.runner import Fault, FaultKind, Simulation, SimulationOutcome, SimulationPlan, parse_duration
+from simulation.services import simulation_reset, simulation_state_counts
+from tiffin import clock
+
+# Above this, a job's 600 s timeout lasts under a real second and busy machines lose runs.
+MAX_SPEED = 600.0
+DEFAULT_FAULT_AT = {FaultKind.KILL_SCHEDULER: 0.25, FaultKind.CRASH_WORKER: 0.4, FaultKind.PAUSE_WORKER: 0.6}
+DEFAULT_LASTING = {
+    FaultKind.KILL_SCHEDULER: timedelta(0),
+    FaultKind.CRASH_WORKER: timedelta(minutes=2),  # a supervisor restarting the process
+    FaultKind.PAUSE_WORKER: timedelta(minutes=8),  # longer than sim-settlement's 300 s timeout
+}
+
+
+class Command(BaseCommand):
+    help = (
+        "Run N servers (each a scheduler loop and a django-q2 worker process) plus order traffic against "
+        "the configured database on an accelerated clock, inject faults, then print what happened: ticks "
+        "expected and run, duplicates, misses, skips by reason, payouts checked against orders, lateness. "
+        "Exits 1 if any invariant broke. Adds two probe jobs (sim-probe, sim-settlement) to the project's."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--servers", type=int, default=3, help="servers (default 3)")
+        parser.add_argument("--workers", type=int, default=2, help="django-q2 workers per server (default 2)")
+        parser.add_argument("--duration", default="2h", help="simulated time to run, e.g. 90m, 2h, 1d (default 2h)")
+        parser.add_argument("--speed", type=float, default=120.0, help="simulated seconds per real second (120)")
+        parser.add_argument(
+            "--start", help="simulated start, ISO 8601 (default: the latest Sunday 20:00 UTC, before the payout tick)"
+        )
+        parser.add_argument("--skew", type=float, default=0.0, help="spread scheduler clocks over +-SECONDS")
+        parser.add_argument("--orders-per-minute", type=float, default=6.0, help="order traffic (default 6; 0: none)")
+        for kind, help_text in (
+            (FaultKind.CRASH_WORKER, "SIGKILL the worker running a settlement at AT, restart it after FOR (2m)"),
+            (FaultKind.PAUSE_WORKER, "SIGSTOP the worker running a settlement at AT for FOR (8m), then SIGCONT"),
+            (FaultKind.KILL_SCHEDULER, "SIGKILL server 1's scheduler at AT for good"),
+        ):
+            parser.add_argument(f"--{kind}", nargs="?", const="", metavar="AT[:FOR]", help=help_text)
+        parser.add_argument("--reset", action="store_true", help="first forget job runs, schedules and payouts")
+        parser.add_argument("--log-dir", help="keep each process's log here (default: a temporary directory)")
+        parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        plan = _plan(options)
+        self._prepare(reset=options["reset"])
+        log_dir = Path(options["log_dir"] or tempfile.mkdtemp(prefix="tiffin-simulate-"))
+        say = (lambda line: print(line, file=sys.stderr)) if options["json"] else self.stdout.write
+        real = plan.duration.total_seconds() / plan.speed
+        say(f"simulating {plan.duration} of {plan.start:%Y-%m-%d %H:%M} UTC onwards in about {real:.0f} s")
+        outcome = Simulation(plan, log_dir=log_dir, say=say).run()
+        report = simulation_report(extra_problems=_process_problems(outcome), clock_skew=plan.skew)
+        if options["json"]:
+            self.stdout.write(json.dumps({**report.as_json(), **_plan_json(plan, outcome)}, indent=2, default=str))
+        else:
+            self.stdout.write("\n".join(render_text(report, plan, outcome, log_dir)))
+        if not report.ok:
+            raise CommandError(f"{len(report.problems)} invariants broke (logs in {log_dir})", returncode=1)
+
+    def _prepare(self, *, reset: bool) -> None:
+        if reset:
+            simulation_reset()
+            return
+        left = {what: n for what, n in simulation_state_counts().items() if n}
+        if left:
+            found = ", ".join(f"{n} {what}" for what, n in left.items())
+            raise CommandError(f"the database already has {found}; pass --reset to forget them first")
+
+
+def _plan(options: dict[str, Any]) -> SimulationPlan:
+    try:
+        duration = parse_duration(options["duration"])
+        faults = tuple(_faults(options, duration))
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    _check_numbers(options, duration, faults)
+    return SimulationPlan(
+        servers=options["servers"],
+        workers=options["workers"],
+        start=parse_instant(options["start"], option="--start") if options["start"] else _latest_sunday_evening(),
+        duration=duration,
+        speed=options["speed"],
+        skew=options["skew"],
+        orders_per_minute=options["orders_per_minute"],
+        faults=faults,
+        environment={"SCHEDULING_EXTRA_JOB_MODULES": "simulation.probe_jobs", **_PROCESS_ENVIRONMENT},
+    )
+
+
+# Schedulers look for due runs every 0.2 real seconds; django-q2 polls every 0.05.
+_PROCESS_ENVIRONMENT = {"SCHEDULER_POLL_SECONDS": "0.2", "Q_POLL_SECONDS": "0.05", "LOG_LEVEL": "INFO"}
+
+
+def _faults(options: dict[str, Any], duration: timedelta) -> list[Fault]:
+    faults = []
+    for kind in FaultKind:
+        text = options[kind.replace("-", "_")]
+        if text is None:
+            continue
+        if not text:
+            text = f"{duration.total_seconds() * DEFAULT_FAULT_AT[kind]:.0f}s"
+        fault = Fault.parse(kind, text, default_lasting=DEFAULT_LASTING[kind])
+        if not timedelta(0) < fault.at < duration:
+            raise ValueError(f"--{kind} {text}: the fault must come inside the {duration} simulated")
+        faults.append(fault)
+    return faults
+
+
+def _check_numbers(options: dict[str, Any], duration: timedelta, faults: tuple[Fault, ...]) -> None:
+    if not 1 <= options["servers"] <= 16:
+        raise CommandError(f"--servers {options['servers']}: give 1 to 16")
+    if not 1 <= options["workers"] <= 8:
+        raise CommandError(f"--workers {options['workers']}: give 1 to 8")
+    if not 0 < options["speed"] <= MAX_SPEED:
+        raise CommandError(
+            f"--speed {options['speed']:g}: give more than 0 and at most {MAX_SPEED:g} (timeouts are simulated "
+            "seconds; faster, a 600 s timeout lasts under a real second)"
+        )
+    if not timedelta(minutes=10) <= duration <= timedelta(days=14):
+        raise CommandError(f"--duration {options['duration']}: give 10m to 14d")
+    if options["skew"] < 0 or options["orders_per_minute"] < 0:
+        raise CommandError("--skew and --orders-per-minute cannot be negative")
+    if any(f.kind == FaultKind.KILL_SCHEDULER for f in faults) and options["servers"] < 2:
+        raise CommandError("--kill-scheduler needs at least 2 servers (nothing would claim the ticks)")
+
+
+def _latest_sunday_evening() -> datetime:
+    """The latest Sunday 20:00 UTC at or before now: the window then holds the 20:30 payout tick."""
+    now = clock.now().astimezone(UTC)
+    sunday = now - timedelta(days=(now.weekday() + 1) % 7)
+    start = sunday.replace(hour=20, minute=0, second=0, microsecond=0)
+    return start if start <= now else start - timedelta(days=7)
+
+
+def _process_problems(outcome: SimulationOutcome) -> list[str]:
+    problems = [f"process {name} exited on its own" for name in outcome.crashed]
+    if not outcome.drained:
+        problems.append("runs still in flight a minute after the schedulers stopped")
+    return problems
+
+
+def _plan_json(plan: SimulationPlan, outcome: SimulationOutcome) -> dict[str, Any]:
+    return {
+        "plan": {
+            "servers": plan.servers,
+            "workers": plan.workers,
+            "start": plan.start.isoformat(),
+            "duration_seconds": plan.duration.total_seconds(),
+            "speed": plan.speed,
+            "skew_seconds": plan.skew,
+        },
+        "faults": [record.line() for record in outcome.faults],
+    }
+
+
+def render_text(report: SimulationReport, plan: SimulationPlan, outcome: SimulationOutcome, log_dir: Path) -> list[str]:
+    lines = [
+        "",
+        f"Simulated {report.window_start:%Y-%m-%d %H:%M} to {report.window_end:%H:%M} UTC at {plan.speed:g}x: "
+        f"{plan.servers} servers x {plan.workers} workers, scheduler clocks within +-{plan.skew:g} s",
+        *_fault_lines(outcome),
+        "",
+        f"  {'job':<22}{'ticks':>7}{'ran':>6}  {'skipped (reason)':<30}{'missed':>7}",
+        *(_job_line(ticks) for ticks in sorted(report.jobs, key=lambda t: t.job_name)),
+        _job_line(report.delayed, label="cancel-stale-order (due)"),
+        "",
+        f"Duplicates: {report.duplicate_claims} claims, {report.duplicate_charges} probe charges "
+        f"(over {report.charged_ticks} charged ticks), {report.payouts.duplicates} payouts",
+        *_payout_lines(report),
+        *_order_lines(report),
+        _lateness_line(report, plan),
+        "Recovery: " + ", ".join(f"{n} {what.replace('_', ' ')}" for what, n in report.recovery.items()),
+        "",
+    ]
+    if report.ok:
+        lines.append("Every invariant held: exit 0.")
+    else:
+        lines += ["INVARIANTS BROKEN:", *(f"  {problem}" for problem in report.problems), f"Logs: {log_dir}"]
+    return lines
+
+
+def _fault_lines(outcome: SimulationOutcome) -> list[str]:
+    lines = []
+    for record in outcome.faults:
+        lines.append(f"  fault: {record.line()}")
+        if record.run_id is not None:
+            lines.append(f"    what became of it: {run_story(run_id=record.run_id)}")
+    return lines
+
+
+def _job_line(ticks: JobTicks, *, label: str | None = None) -> str:
+    skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(ticks.skipped.items())) or "-"
+    missed = ticks.never_claimed + len(ticks.broken)
+    pending = f" ({ticks.retry_pending} retry due after the window)" if ticks.retry_pending else ""
+    return f"  {label or ticks.job_name:<22}{ticks.expected:>7}{ticks.succeeded:>6}  {skipped:<30}{missed:>7}{pending}"
+
+
+def _payout_lines(report: SimulationReport) -> list[str]:
+    payouts = report.payouts
+    if payouts.as_of is None:
+        return ["Payouts: no payout tick succeeded in the window"]
+    return [
+        f"Payouts as of {payouts.as_of:%Y-%m-%d %H:%M} UTC: {payouts.checked} checked against their orders, "
+        f"{len(payouts.wrong_amounts)} wrong amounts, {payouts.unpaid_weeks} finished weeks unpaid"
+    ]
+
+
+def _order_lines(report: SimulationReport) -> list[str]:
+    orders = report.orders
+    if not orders.statuses:
+        return []
+    statuses = ", ".join(f"{n} {status}" for status, n in sorted(orders.statuses.items()))
+    return [
+        f"Orders placed during the run: {sum(orders.statuses.values())} ({statuses}); "
+        f"{orders.accepted_and_cancelled} accepted and cancelled, {orders.cancelled_early} cancelled early, "
+        f"{orders.overdue_unanswered} left past their deadline"
+    ]
+
+
+def _lateness_line(report: SimulationReport, plan: SimulationPlan) -> str:
+    late = report.lateness
+    if not late:
+        return "Lateness: no cron run started"
+    real = f"{late['p99'] / plan.speed * 1000:.0f} ms real"
+    return (
+        f"Lateness of {late['runs']:.0f} cron runs (start - tick, simulated): p50 {late['p50']:.1f} s, "
+        f"p99 {late['p99']:.1f} s ({real}), max {late['max']:.1f} s"
+    )

@@ -1,0 +1,53 @@
+"""The probe jobs ``manage.py simulate`` adds to the project's own jobs (through
+SCHEDULING_EXTRA_JOB_MODULES; production never imports this module).
+
+- ``sim-probe`` charges once a minute: the side effect naive cron would repeat on every
+  server. Its charges per tick are the duplicate count of the report.
+- ``sim-settlement`` runs for three minutes every ten, heartbeating: the run a crash or a
+  pause lands in. It charges at the end, fenced and guarded like a real payment, so a
+  worker that lost its run (crashed and re-run, or paused past its lease) cannot charge.
+
+``TIFFIN_SIMULATE_BREAK=duplicate-charge`` (a test-only switch) makes ``sim-probe``
+charge every tick twice, as two servers running the same cron line would, to prove that
+the report catches it and ``simulate`` exits non-zero.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+from scheduling.context import RunContext
+from scheduling.models import Overlap
+from scheduling.registry import job
+from simulation.services import probe_charge
+from tiffin import clock
+
+BREAK_VARIABLE = "TIFFIN_SIMULATE_BREAK"
+SETTLEMENT_SECONDS = 180
+HEARTBEAT_SECONDS = 15
+
+
+@job("sim-probe", cron="* * * * *", timeout_seconds=300)
+def sim_probe(ctx: RunContext) -> dict[str, int]:
+    if os.environ.get(BREAK_VARIABLE) == "duplicate-charge":
+        charged = [probe_charge(ctx=ctx, now=clock.now(), guarded=False) for _ in range(2)]
+    else:
+        charged = [probe_charge(ctx=ctx, now=clock.now(), guarded=True)]
+    return {"charges": sum(charged)}
+
+
+@job(
+    "sim-settlement",
+    cron="*/10 * * * *",
+    overlap=Overlap.QUEUE,
+    heartbeat=True,
+    timeout_seconds=20 * HEARTBEAT_SECONDS,
+    backoff_seconds=30,
+)
+def sim_settlement(ctx: RunContext) -> dict[str, int]:
+    finish_at = clock.now() + timedelta(seconds=SETTLEMENT_SECONDS)
+    while clock.now() < finish_at:
+        ctx.heartbeat()  # raises RunLostError once the run was taken from this worker
+        clock.sleep(HEARTBEAT_SECONDS)
+    return {"charges": int(probe_charge(ctx=ctx, now=clock.now(), guarded=True))}

@@ -1,0 +1,296 @@
+"""What a simulation did, read back from the database, and the invariants it must keep.
+
+The window is the schedules' first registration up to the newest scheduler pass: every
+cron tick in it must have been claimed once, and every run claimed or due in it must
+have finished (succeeded, or skipped with a reason), unless a retry was still pending
+when the window closed. The checks are counts from the database, never the processes'
+own word:
+
+- duplicates: claim rows per (job, subject, tick), probe charges per tick, payouts per
+  (restaurant, week);
+- misses: ticks never claimed, runs dead or stuck;
+- payouts checked against orders: amounts, and no finished week left unpaid;
+- orders: none both accepted and cancelled, none cancelled before its deadline, none
+  left unanswered past its deadline.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, Max, Min, Sum
+
+from orders.models import Order, OrderStatus, Restaurant
+from payouts.models import Payout
+from payouts.weeks import weeks_finished
+from scheduling import cron
+from scheduling.models import JobKind, JobRun, JobRunEvent, RunStatus, Schedule, SchedulerNode, Trigger
+from simulation.models import ProbeCharge
+
+CENT = Decimal("0.01")
+RETRY_STATUSES = (RunStatus.FAILED, RunStatus.ABANDONED)
+TRAFFIC_CUSTOMERS = "rush-"  # customer_ref prefix of the orders simulate_orders places
+
+
+@dataclass
+class JobTicks:
+    job_name: str
+    expected: int = 0
+    succeeded: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    never_claimed: int = 0
+    retry_pending: int = 0  # a retry was due after the window closed: explained
+    broken: list[str] = field(default_factory=list)  # dead, or stuck after the drain
+
+
+@dataclass
+class PayoutCheck:
+    checked: int = 0
+    as_of: datetime | None = None
+    wrong_amounts: list[str] = field(default_factory=list)
+    duplicates: int = 0
+    unpaid_weeks: int = 0
+
+
+@dataclass
+class OrderCheck:
+    statuses: Counter[str] = field(default_factory=Counter)
+    accepted_and_cancelled: int = 0
+    cancelled_early: int = 0
+    overdue_unanswered: int = 0
+
+
+@dataclass
+class SimulationReport:
+    window_start: datetime
+    window_end: datetime
+    jobs: list[JobTicks]
+    delayed: JobTicks
+    duplicate_claims: int
+    duplicate_charges: int
+    charged_ticks: int
+    payouts: PayoutCheck
+    orders: OrderCheck
+    lateness: dict[str, float]
+    recovery: dict[str, int]
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def as_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ok"] = self.ok
+        return data
+
+
+def simulation_report(*, extra_problems: list[str], clock_skew: float = 0.0) -> SimulationReport:
+    """Read everything back and check the invariants (see the module doc).
+
+    ``clock_skew`` is how far the schedulers' clocks were spread: a scheduler whose clock
+    is fast hands out a due run that much early, so a cancellation may come up to that
+    much before its deadline (by the worker's clock) without breaking the invariant.
+    """
+    window_start, window_end = _window()
+    jobs = [_cron_job_ticks(schedule, window_end) for schedule in Schedule.objects.filter(kind=JobKind.CRON)]
+    report = SimulationReport(
+        window_start=window_start,
+        window_end=window_end,
+        jobs=jobs,
+        delayed=_delayed_runs(window_end),
+        duplicate_claims=_duplicate_claims(),
+        duplicate_charges=_duplicate_charges(),
+        charged_ticks=ProbeCharge.objects.values("job_name", "scheduled_for").distinct().count(),
+        payouts=_payouts_check(),
+        orders=_orders_check(window_end, tolerance=timedelta(seconds=clock_skew)),
+        lateness=_lateness(),
+        recovery=_recovery(),
+    )
+    report.problems = [*extra_problems, *_problems(report)]
+    return report
+
+
+def _window() -> tuple[datetime, datetime]:
+    start = Schedule.objects.aggregate(first=Min("first_seen_at"))["first"]
+    end = SchedulerNode.objects.aggregate(last=Max("last_pass_at"))["last"]
+    if start is None or end is None:
+        raise LookupError("no scheduler ever ran a pass: there is nothing to report")
+    return start, end
+
+
+def _cron_job_ticks(schedule: Schedule, window_end: datetime) -> JobTicks:
+    ticks = JobTicks(schedule.job_name)
+    expected = cron.ticks_between(schedule.cron, schedule.timezone, schedule.first_seen_at, window_end)
+    runs = {
+        run.scheduled_for: run
+        for run in JobRun.objects.filter(job_name=schedule.job_name, subject="", trigger=Trigger.CRON)
+    }
+    ticks.expected = len(expected)
+    ticks.never_claimed = sum(1 for tick in expected if tick not in runs)
+    for run in runs.values():
+        _classify(ticks, run, window_end)
+    return ticks
+
+
+def _classify(ticks: JobTicks, run: JobRun, window_end: datetime) -> None:
+    if run.status == RunStatus.SUCCEEDED:
+        ticks.succeeded += 1
+    elif run.status in (RunStatus.SKIPPED, RunStatus.SUPERSEDED):
+        ticks.skipped[run.skip_reason or str(run.status)] += 1
+    elif run.status in RETRY_STATUSES and run.due_at > window_end:
+        ticks.retry_pending += 1
+    else:
+        ticks.broken.append(f"{run.job_name} {run.subject} @ {run.scheduled_for:%Y-%m-%d %H:%M}: {run.status}")
+
+
+def _delayed_runs(window_end: datetime) -> JobTicks:
+    """Delayed runs due in the window, classified like cron ticks."""
+    ticks = JobTicks("delayed runs")
+    delayed = Schedule.objects.filter(kind=JobKind.DELAYED).values("job_name")
+    for run in JobRun.objects.filter(job_name__in=delayed, due_at__lte=window_end, trigger=Trigger.DELAYED):
+        ticks.expected += 1
+        _classify(ticks, run, window_end)
+    return ticks
+
+
+def _duplicate_claims() -> int:
+    keys = JobRun.objects.values("job_name", "subject", "scheduled_for").annotate(n=Count("id")).filter(n__gt=1)
+    return sum(row["n"] - 1 for row in keys)
+
+
+def _duplicate_charges() -> int:
+    ticks = ProbeCharge.objects.values("job_name", "scheduled_for").annotate(n=Count("id")).filter(n__gt=1)
+    return sum(row["n"] - 1 for row in ticks)
+
+
+def _payouts_check() -> PayoutCheck:
+    check = PayoutCheck()
+    payouts = list(Payout.objects.select_related("restaurant").order_by("id"))
+    check.checked = len(payouts)
+    check.wrong_amounts = [line for payout in payouts if (line := _payout_mismatch(payout))]
+    weeks = Counter((payout.restaurant_id, payout.period_start) for payout in payouts)
+    check.duplicates = sum(n - 1 for n in weeks.values())
+    latest = (
+        JobRun.objects.filter(job_name="weekly-payouts", subject="", status=RunStatus.SUCCEEDED)
+        .aggregate(as_of=Max("scheduled_for"))
+        .get("as_of")
+    )
+    if latest is not None:
+        check.as_of = latest
+        check.unpaid_weeks = len(_weeks_due(latest) - set(weeks))
+    return check
+
+
+def _payout_mismatch(payout: Payout) -> str:
+    """Empty when the payout's amounts are those of its orders (commission rounded half-up)."""
+    orders = Order.objects.filter(
+        restaurant_id=payout.restaurant_id,
+        status=OrderStatus.DELIVERED,
+        delivered_at__gte=payout.period_start,
+        delivered_at__lt=payout.period_end,
+    ).aggregate(gross=Sum("total"), n=Count("id"))
+    gross = Decimal(orders["gross"] or 0).quantize(CENT)  # SQLite sums decimals as floats
+    commission = (gross * payout.restaurant.commission_rate).quantize(CENT, rounding=ROUND_HALF_UP)
+    stored = (payout.gross, payout.commission, payout.net, payout.order_count)
+    if stored == (gross, commission, gross - commission, orders["n"]):
+        return ""
+    return f"payout {payout.pk}: stored {stored}, orders say {(gross, commission, gross - commission, orders['n'])}"
+
+
+def _weeks_due(as_of: datetime) -> set[tuple[int, datetime]]:
+    delay = timedelta(seconds=settings.PAYOUT_SETTLEMENT_DELAY_SECONDS)
+    return {
+        (restaurant_id, week.period_start)
+        for restaurant_id, zone, onboarded_at in Restaurant.objects.filter(is_active=True).values_list(
+            "id", "timezone", "onboarded_at"
+        )
+        for week in weeks_finished(timezone=zone, since=onboarded_at, as_of=as_of, settlement_delay=delay)
+        if week.period_end > onboarded_at
+    }
+
+
+def _orders_check(window_end: datetime, *, tolerance: timedelta) -> OrderCheck:
+    check = OrderCheck()
+    timeout = timedelta(seconds=settings.ORDER_ACCEPT_TIMEOUT_SECONDS)
+    earliest = timeout - tolerance
+    retrying = _orders_with_pending_retry(window_end)
+    for order in Order.objects.filter(customer_ref__startswith=TRAFFIC_CUSTOMERS):
+        check.statuses[order.status] += 1
+        check.accepted_and_cancelled += order.accepted_at is not None and order.cancelled_at is not None
+        check.cancelled_early += order.cancelled_at is not None and order.cancelled_at < order.placed_at + earliest
+        overdue = order.status == OrderStatus.PLACED and order.placed_at + timeout <= window_end
+        check.overdue_unanswered += overdue and order.pk not in retrying
+    return check
+
+
+def _orders_with_pending_retry(window_end: datetime) -> set[int]:
+    subjects = JobRun.objects.filter(
+        job_name="cancel-stale-order", status__in=RETRY_STATUSES, due_at__gt=window_end
+    ).values_list("subject", flat=True)
+    return {int(subject.split(":", 1)[1]) for subject in subjects}
+
+
+def _lateness() -> dict[str, float]:
+    """Start minus tick of cron runs, in simulated seconds (first start of each run)."""
+    firsts = (
+        JobRunEvent.objects.filter(kind="started", run__trigger=Trigger.CRON)
+        .values("run_id", "run__scheduled_for")
+        .annotate(first=Min("at"))
+    )
+    seconds = sorted((row["first"] - row["run__scheduled_for"]).total_seconds() for row in firsts)
+    if not seconds:
+        return {}
+    p99 = statistics.quantiles(seconds, n=100)[98] if len(seconds) > 1 else seconds[0]
+    return {"runs": len(seconds), "p50": statistics.median(seconds), "p99": p99, "max": seconds[-1]}
+
+
+def _recovery() -> dict[str, int]:
+    kinds = Counter(JobRunEvent.objects.values_list("kind", flat=True))
+    return {
+        "abandoned": kinds["abandoned"],
+        "failed_attempts": kinds["failed"],
+        "fence_or_finish_rejected": kinds["fail_rejected"] + kinds["finish_rejected"],
+        "runs_retried": JobRun.objects.filter(attempts__gt=1).count(),
+        "dead": JobRun.objects.filter(status=RunStatus.DEAD).count(),
+    }
+
+
+def _problems(report: SimulationReport) -> list[str]:
+    problems = []
+    if report.duplicate_claims:
+        problems.append(f"{report.duplicate_claims} duplicate claims")
+    if report.duplicate_charges:
+        problems.append(f"{report.duplicate_charges} duplicate probe charges")
+    for ticks in [*report.jobs, report.delayed]:
+        if ticks.never_claimed:
+            problems.append(f"{ticks.job_name}: {ticks.never_claimed} ticks never claimed")
+        problems += [f"unfinished: {line}" for line in ticks.broken]
+    payouts = report.payouts
+    problems += payouts.wrong_amounts
+    if payouts.duplicates or payouts.unpaid_weeks:
+        problems.append(f"payouts: {payouts.duplicates} duplicates, {payouts.unpaid_weeks} unpaid weeks")
+    orders = report.orders
+    for name in ("accepted_and_cancelled", "cancelled_early", "overdue_unanswered"):
+        if getattr(orders, name):
+            problems.append(f"orders {name.replace('_', ' ')}: {getattr(orders, name)}")
+    return problems
+
+
+def run_story(*, run_id: int) -> str:
+    """One run's transitions in order: 'started (fence 7) -> abandoned -> ... -> succeeded'."""
+    run = JobRun.objects.filter(id=run_id).first()
+    if run is None:
+        return f"run {run_id}: gone"
+    steps = [
+        f"{kind} (fence {fence})" if kind == "started" else kind
+        for kind, fence in run.events.order_by("at", "id").values_list("kind", "fence")
+        if kind not in ("claimed", "enqueued")
+    ]
+    return f"{run.job_name} @ {run.scheduled_for:%H:%M} (run {run.id}): " + " -> ".join(steps)

@@ -1,0 +1,233 @@
+"""Running a simulated deployment: servers, order traffic and injected faults.
+
+Each server is what production runs on every machine, split in two processes so faults
+can target either: ``manage.py worker --no-scheduler`` (the django-q2 cluster) and
+``manage.py run_scheduler``. All share one accelerated clock; schedulers may be skewed.
+Processes are started and stopped through ``simulation.processes``, the code the failure
+scenarios use too.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+
+from django.db import close_old_connections
+from django.db.models import QuerySet
+
+from scheduling.models import JobRun, RunStatus
+from simulation.processes import Fleet, Process, SimulatedTime, wait_for
+
+# The run a crash or a pause is aimed at (it lasts three minutes of every ten).
+TARGET_JOB = "sim-settlement"
+# Real seconds the processes get to boot before the simulated clock reaches the start.
+BOOT_SECONDS = 4.0
+# Real seconds the workers get to finish the runs claimed before the schedulers stopped.
+DRAIN_SECONDS = 60.0
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> timedelta:
+    """'90s', '45m', '3h', '2d' (simulated time)."""
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a duration such as 90s, 45m, 3h or 2d")
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+
+
+class FaultKind(StrEnum):
+    CRASH_WORKER = "crash-worker"
+    PAUSE_WORKER = "pause-worker"
+    KILL_SCHEDULER = "kill-scheduler"
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: FaultKind
+    at: timedelta  # into the simulation
+    lasting: timedelta = timedelta(0)  # a crashed worker's restart delay, a pause's length
+
+    @classmethod
+    def parse(cls, kind: FaultKind, text: str, *, default_lasting: timedelta) -> Fault:
+        """'40m' or '40m:8m' (at, then how long)."""
+        at, _, lasting = text.partition(":")
+        return cls(kind, parse_duration(at), parse_duration(lasting) if lasting else default_lasting)
+
+
+@dataclass
+class FaultRecord:
+    """What an injected fault hit."""
+
+    fault: Fault
+    process: str
+    at: datetime
+    run_id: int | None = None
+    fence: int | None = None
+    note: str = ""
+
+    def line(self) -> str:
+        run = f"run {self.run_id} (fence {self.fence}) in flight" if self.run_id else "no run in flight"
+        return f"{self.fault.kind} {self.process} at {self.at:%Y-%m-%d %H:%M:%S}: {run}{self.note}"
+
+
+@dataclass(frozen=True)
+class SimulationPlan:
+    servers: int
+    workers: int
+    start: datetime
+    duration: timedelta
+    speed: float
+    skew: float = 0.0
+    orders_per_minute: float = 0.0
+    faults: tuple[Fault, ...] = ()
+    environment: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def end(self) -> datetime:
+        return self.start + self.duration
+
+    def skews(self) -> list[float]:
+        """Scheduler clock offsets spread evenly over [-skew, +skew]."""
+        if self.servers == 1 or not self.skew:
+            return [0.0] * self.servers
+        step = 2 * self.skew / (self.servers - 1)
+        return [-self.skew + i * step for i in range(self.servers)]
+
+
+@dataclass
+class SimulationOutcome:
+    clock: SimulatedTime
+    faults: list[FaultRecord]
+    crashed: list[str]
+    drained: bool
+
+
+class Simulation:
+    """Start the servers (and traffic), inject the faults on time, then stop everything:
+    schedulers first, then the workers once the claimed runs have finished."""
+
+    def __init__(self, plan: SimulationPlan, *, log_dir: Path, say: Callable[[str], None]) -> None:
+        self.plan = plan
+        self.say = say
+        self.clock = SimulatedTime.starting(plan.start, speed=plan.speed, lead=BOOT_SECONDS)
+        self.fleet = Fleet(environment=plan.environment, log_dir=log_dir)
+        self.records: list[FaultRecord] = []
+        # (when, order, action): restarts and resumes that follow a fault.
+        self.pending: list[tuple[datetime, int, Callable[[], None]]] = []
+
+    def run(self) -> SimulationOutcome:
+        with self.fleet:
+            self._start_servers()
+            for fault in sorted(self.plan.faults, key=lambda f: f.at):
+                self._advance_to(self.plan.start + fault.at)
+                self._inject(fault)
+            self._advance_to(self.plan.end)
+            drained = self._stop()
+        crashed = [process.name for process in self.fleet.crashed()]
+        return SimulationOutcome(clock=self.clock, faults=self.records, crashed=crashed, drained=drained)
+
+    def _start_servers(self) -> None:
+        for number, skew in enumerate(self.plan.skews(), start=1):
+            self.fleet.start(f"worker-{number}", ["worker", "--no-scheduler"], env=self._env())
+            self.fleet.start(f"scheduler-{number}", ["run_scheduler"], env=self._env(skew=skew))
+        if self.plan.orders_per_minute > 0:
+            minutes = str(self.plan.duration.total_seconds() / 60)
+            command = ["simulate_orders", "--per-minute", str(self.plan.orders_per_minute), "--minutes", minutes]
+            self.fleet.start("orders", command, env=self._env())
+        self.say(
+            f"started {self.plan.servers} servers (a scheduler and a worker with {self.plan.workers} "
+            f"django-q2 workers each){' and order traffic' if self.plan.orders_per_minute else ''}; "
+            f"clock {self.plan.start:%Y-%m-%d %H:%M} UTC at {self.plan.speed:g}x"
+        )
+
+    def _env(self, *, skew: float = 0.0) -> dict[str, str]:
+        return {**self.clock.environment(skew=skew), "Q_WORKERS": str(self.plan.workers)}
+
+    def _advance_to(self, instant: datetime) -> None:
+        """Sleep until ``instant`` (simulated), carrying out restarts and resumes on the way."""
+        while self.pending and self.pending[0][0] <= instant:
+            when, _, action = heapq.heappop(self.pending)
+            self.clock.sleep_until(when)
+            action()
+        self.clock.sleep_until(instant)
+
+    def _later(self, delay: timedelta, action: Callable[[], None]) -> None:
+        heapq.heappush(self.pending, (self.clock.now() + delay, len(self.pending) + len(self.records), action))
+
+    def _inject(self, fault: Fault) -> None:
+        if fault.kind == FaultKind.KILL_SCHEDULER:
+            victim = self.fleet["scheduler-1"]
+            victim.send(signal.SIGKILL)
+            self._record(FaultRecord(fault, victim.name, self.clock.now(), note="; not restarted"))
+            return
+        run = self._target_run()
+        victim = (self.fleet.owner_of(_pid(run.worker)) if run else None) or self.fleet["worker-1"]
+        record = FaultRecord(fault, victim.name, self.clock.now(), run.id if run else None, run.fence if run else None)
+        if fault.kind == FaultKind.CRASH_WORKER:
+            victim.send(signal.SIGKILL)
+            record.note = f"; SIGKILL, restarted {fault.lasting} later"
+            self._later(fault.lasting, lambda: self._restart(victim))
+        else:
+            victim.send(signal.SIGSTOP)
+            record.note = f"; SIGSTOP for {fault.lasting}, then SIGCONT"
+            self._later(fault.lasting, lambda: self._resume(victim))
+        self._record(record)
+
+    def _target_run(self) -> JobRun | None:
+        """A running run of TARGET_JOB (waiting up to ten simulated minutes for one), else
+        any running run, else None."""
+        deadline = time.monotonic() + self.clock.real_seconds(600)
+        while time.monotonic() < deadline:
+            close_old_connections()
+            run = JobRun.objects.filter(job_name=TARGET_JOB, status=RunStatus.RUNNING).order_by("started_at").first()
+            if run is not None:
+                return run
+            time.sleep(0.05)
+        return JobRun.objects.filter(status=RunStatus.RUNNING).order_by("started_at").first()
+
+    def _record(self, record: FaultRecord) -> None:
+        self.records.append(record)
+        self.say(record.line())
+
+    def _restart(self, process: Process) -> None:
+        self.fleet.restart(process.name)
+        self.say(f"restarted {process.name} at {self.clock.now():%Y-%m-%d %H:%M:%S}")
+
+    def _resume(self, process: Process) -> None:
+        process.send(signal.SIGCONT)
+        self.say(f"resumed {process.name} at {self.clock.now():%Y-%m-%d %H:%M:%S}")
+
+    def _stop(self) -> bool:
+        """Stop the schedulers and the traffic, let the workers finish what was claimed
+        (bounded), then stop them. Returns whether everything claimed finished."""
+        self._advance_to(self.plan.end)  # restarts and resumes due by the end
+        for process in self.fleet.named("worker-"):
+            if process.alive() and "SIGSTOP" in process.signals:
+                process.send(signal.SIGCONT)
+        self.fleet.stop([*self.fleet.named("scheduler-"), *self.fleet.named("orders")])
+        live = JobRun.objects.filter(status__in=(RunStatus.ENQUEUED, RunStatus.RUNNING))
+        try:
+            wait_for(lambda: _count_fresh(live) == 0, timeout=DRAIN_SECONDS, interval=0.2, what="runs finishing")
+            drained = True
+        except TimeoutError:
+            drained = False
+        self.fleet.stop(self.fleet.named("worker-"))
+        self.say(f"stopped at {self.clock.now():%Y-%m-%d %H:%M:%S} (simulated)")
+        return drained
+
+
+def _count_fresh(queryset: QuerySet[JobRun]) -> int:
+    close_old_connections()
+    return queryset.count()
+
+
+def _pid(worker: str) -> int:
+    return int(worker.rsplit(":", 1)[-1]) if worker else -1
