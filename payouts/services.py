@@ -33,12 +33,9 @@ from orders.models import Restaurant
 from payouts import sql
 from payouts.models import Payout
 from payouts.weeks import BusinessWeek, weeks_finished
-from scheduling.dispatch import runs_claim
 from scheduling.fencing import fence_check
-from scheduling.models import JobRun, RunStatus, Trigger
-from scheduling.policies import PlannedTick
-from scheduling.registry import registry
-from scheduling.schedules import schedules_ensure
+from scheduling.models import JobRun, Trigger
+from scheduling.services import run_claim_manual
 
 PAYOUT_JOB = "weekly-payouts"
 # One fencing resource for the whole ledger: any run that wrote payouts makes every run
@@ -230,15 +227,14 @@ def payout_run_claim(*, as_of: datetime, restaurant_ids: Sequence[int] | None, n
 
     The same claim as every other run (INSERT ... ON CONFLICT DO NOTHING on job_name,
     subject, scheduled_for), with the restriction in the subject. Returns None when that
-    exact catch-up was claimed before. ``run_claim_manual`` does the same for runs
-    without a subject; this one needs the subject, so it calls the claim directly.
+    exact catch-up was claimed before.
     """
     payout_catch_up_check(as_of=as_of, restaurant_ids=restaurant_ids, now=now)
-    subject = payout_subject(restaurant_ids=restaurant_ids)
-    schedules_ensure(now=now)
-    plan = [PlannedTick(as_of, RunStatus.ENQUEUED)]
-    with transaction.atomic():
-        won = runs_claim(
-            job=registry.get(PAYOUT_JOB), plan=plan, trigger=Trigger.MANUAL, now=now, subject=subject, enqueue=False
-        )
-    return won[0] if won else None
+    return run_claim_manual(
+        job_name=PAYOUT_JOB,
+        scheduled_for=as_of,
+        now=now,
+        trigger=Trigger.MANUAL,
+        enqueue=False,
+        subject=payout_subject(restaurant_ids=restaurant_ids),
+    )

@@ -54,7 +54,13 @@ def job_latest_tick(*, job_name: str, at: datetime) -> datetime:
 
 
 def run_claim_manual(
-    *, job_name: str, scheduled_for: datetime, now: datetime, trigger: Trigger = Trigger.MANUAL, enqueue: bool = True
+    *,
+    job_name: str,
+    scheduled_for: datetime,
+    now: datetime,
+    trigger: Trigger = Trigger.MANUAL,
+    enqueue: bool = True,
+    subject: str = "",
 ) -> JobRun | None:
     """Claim one logical run by hand through the normal claim path.
 
@@ -68,7 +74,7 @@ def run_claim_manual(
     schedules_ensure(now=now)
     plan = [PlannedTick(scheduled_for, RunStatus.ENQUEUED)]
     with transaction.atomic():
-        won = runs_claim(job=job, plan=plan, trigger=trigger, now=now, enqueue=enqueue)
+        won = runs_claim(job=job, plan=plan, trigger=trigger, now=now, enqueue=enqueue, subject=subject)
     return won[0] if won else None
 
 
