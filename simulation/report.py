@@ -43,7 +43,7 @@ class JobTicks:
     job_name: str
     expected: int = 0
     succeeded: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
+    skipped: dict[str, int] = field(default_factory=dict)
     never_claimed: int = 0
     retry_pending: int = 0  # a retry was due after the window closed: explained
     broken: list[str] = field(default_factory=list)  # dead, or stuck after the drain
@@ -60,7 +60,7 @@ class PayoutCheck:
 
 @dataclass
 class OrderCheck:
-    statuses: Counter[str] = field(default_factory=Counter)
+    statuses: dict[str, int] = field(default_factory=dict)
     accepted_and_cancelled: int = 0
     cancelled_early: int = 0
     overdue_unanswered: int = 0
@@ -143,7 +143,8 @@ def _classify(ticks: JobTicks, run: JobRun, window_end: datetime) -> None:
     if run.status == RunStatus.SUCCEEDED:
         ticks.succeeded += 1
     elif run.status in (RunStatus.SKIPPED, RunStatus.SUPERSEDED):
-        ticks.skipped[run.skip_reason or str(run.status)] += 1
+        reason = run.skip_reason or str(run.status)
+        ticks.skipped[reason] = ticks.skipped.get(reason, 0) + 1
     elif run.status in RETRY_STATUSES and run.due_at > window_end:
         ticks.retry_pending += 1
     else:
@@ -222,7 +223,7 @@ def _orders_check(window_end: datetime, *, tolerance: timedelta) -> OrderCheck:
     earliest = timeout - tolerance
     retrying = _orders_with_pending_retry(window_end)
     for order in Order.objects.filter(customer_ref__startswith=TRAFFIC_CUSTOMERS):
-        check.statuses[order.status] += 1
+        check.statuses[order.status] = check.statuses.get(order.status, 0) + 1
         check.accepted_and_cancelled += order.accepted_at is not None and order.cancelled_at is not None
         check.cancelled_early += order.cancelled_at is not None and order.cancelled_at < order.placed_at + earliest
         overdue = order.status == OrderStatus.PLACED and order.placed_at + timeout <= window_end

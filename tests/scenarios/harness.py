@@ -13,7 +13,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
@@ -139,16 +139,19 @@ class Scenario:
     def environment(self, clock: SimulatedTime, *, skew: float = 0.0, **extra: str) -> dict[str, str]:
         return {**clock.environment(skew=skew), **extra}
 
-    def manage(self, *args: str, clock: SimulatedTime | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-        """Run ``manage.py <args>`` to completion against the scenario's database."""
-        environment = {**self.fleet.environment, **(clock.environment() if clock else {}), **env}
+    def manage(
+        self, *args: str, clock: SimulatedTime | None = None, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``manage.py <args>`` to completion against the scenario's database (with
+        ``clock`` and ``env`` on top of the fleet's environment)."""
+        environment = {**self.fleet.environment, **(clock.environment() if clock else {}), **(env or {})}
         return subprocess.run(
             [sys.executable, str(PROJECT_DIR / "manage.py"), *args],
             env=environment,
             cwd=PROJECT_DIR,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=300,
             check=False,
         )
 

@@ -1,0 +1,85 @@
+"""``manage.py simulate`` end to end: with every fault it reports no duplicates and no
+unexplained misses and exits 0; with an invariant broken on purpose it exits 1; and the
+demo's path (SQLite, a crash) holds too."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simulation.probe_jobs import BREAK_VARIABLE
+from tests.scenarios.harness import Scenario
+
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(240)]
+
+START = datetime(2027, 3, 7, 20, 0, tzinfo=UTC)
+
+
+def _report(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def test_simulate_with_every_fault_keeps_every_invariant_and_exits_0(scenario: Scenario, tmp_path: Path) -> None:
+    scenario.seed(restaurants=9, weeks=3, now=START)
+    done = scenario.manage(
+        "simulate", "--start", START.isoformat(), "--duration", "90m", "--servers", "3",
+        "--crash-worker", "--pause-worker", "--kill-scheduler", "--skew", "90",
+        "--json", "--log-dir", str(tmp_path),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = _report(done)
+    assert report["ok"] is True and report["problems"] == []
+    assert report["duplicate_claims"] == 0 and report["duplicate_charges"] == 0
+    assert all(job["never_claimed"] == 0 and job["broken"] == [] for job in report["jobs"])
+    faults = report["faults"]
+    assert [line.split()[0] for line in faults] == ["kill-scheduler", "crash-worker", "pause-worker"]
+    recovery = report["recovery"]
+    # The crash and the pause each cost a run its lease; the paused worker's late word was refused.
+    assert recovery["abandoned"] >= 2 and recovery["fence_or_finish_rejected"] >= 1
+    assert report["payouts"]["checked"] >= 9 and report["payouts"]["unpaid_weeks"] == 0
+    # The report's own counts, checked once more straight from the database.
+    db = scenario.db
+    assert db.scalar("SELECT count(*) FROM (SELECT 1 FROM simulation_probe_charges "
+                     "GROUP BY job_name, scheduled_for HAVING count(*) > 1) dup") == 0  # fmt: skip
+    assert db.scalar("SELECT count(*) FROM job_runs WHERE status IN ('dead', 'running', 'enqueued')") == 0
+
+
+def test_simulate_exits_1_when_a_tick_is_charged_twice(scenario: Scenario, tmp_path: Path) -> None:
+    scenario.seed(restaurants=3, weeks=1, now=START)
+    done = scenario.manage(
+        "simulate", "--start", START.isoformat(), "--duration", "10m", "--servers", "2",
+        "--orders-per-minute", "0", "--json", "--log-dir", str(tmp_path),
+        env={BREAK_VARIABLE: "duplicate-charge"},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-3000:]
+    report = _report(done)
+    assert report["ok"] is False
+    # Every sim-probe tick was charged twice, and the report counted each second charge.
+    per_tick = scenario.db.counts(
+        "SELECT n, count(*) FROM (SELECT count(*) AS n FROM simulation_probe_charges "
+        "WHERE job_name = 'sim-probe' GROUP BY scheduled_for) ticks GROUP BY n"
+    )
+    assert set(per_tick) == {2} and report["duplicate_charges"] == per_tick[2] >= 5
+    assert any("duplicate probe charges" in problem for problem in report["problems"])
+    assert "invariants broke" in done.stderr
+
+
+def test_the_demo_path_on_sqlite_with_a_crash_exits_0(scenario: Scenario, tmp_path: Path) -> None:
+    sqlite = {"DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}"}
+    for command in (["migrate", "--verbosity", "0"], ["seed_demo", "--restaurants", "6", "--now", START.isoformat()]):
+        prepared = scenario.manage(*command, env=sqlite)
+        assert prepared.returncode == 0, prepared.stderr
+    done = scenario.manage(
+        "simulate", "--start", START.isoformat(), "--duration", "40m", "--servers", "3", "--crash-worker",
+        "--log-dir", str(tmp_path / "logs"), env=sqlite,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Every invariant held: exit 0." in done.stdout
+    assert "fault: crash-worker" in done.stdout and "what became of it:" in done.stdout
+    assert (tmp_path / "demo.sqlite3").exists()
