@@ -1,0 +1,195 @@
+"""The simulation report's checks, on database states built by hand: each invariant is
+shown to fail when it should (a report that always said "all good" would pass the
+end-to-end runs too), and ``simulate`` refuses bad input before starting anything."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from orders.models import Order, OrderStatus
+from payouts.models import Payout
+from scheduling.models import JobKind, JobRun, Misfire, Overlap, RunStatus, Schedule, SchedulerNode, Trigger
+from simulation.models import ProbeCharge
+from simulation.report import simulation_report
+from simulation.services import simulation_reset
+
+T0 = datetime(2027, 3, 1, 12, 0, tzinfo=UTC)
+WINDOW_END = T0 + timedelta(minutes=60)
+
+pytestmark = pytest.mark.django_db
+
+
+def _schedule(job_name: str = "every-10", cron: str = "*/10 * * * *") -> Schedule:
+    return Schedule.objects.create(
+        job_name=job_name,
+        kind=JobKind.CRON,
+        cron=cron,
+        timezone="UTC",
+        overlap=Overlap.ALLOW,
+        misfire=Misfire.CATCH_UP,
+        max_attempts=3,
+        backoff_seconds=30,
+        timeout_seconds=600,
+        heartbeat=False,
+        batch_size=1,
+        first_seen_at=T0,
+        registered_at=T0,
+    )
+
+
+def _run(tick: datetime, status: str = RunStatus.SUCCEEDED, job_name: str = "every-10", **fields: Any) -> JobRun:
+    values: dict[str, Any] = {
+        "job_name": job_name,
+        "scheduled_for": tick,
+        "due_at": tick,
+        "status": status,
+        "trigger": Trigger.CRON,
+        "created_at": tick,
+        "attempts": 1,
+        "fence": 1,
+    }
+    return JobRun.objects.create(**{**values, **fields})
+
+
+@pytest.fixture
+def window() -> list[datetime]:
+    """A job ticking every 10 minutes, a scheduler whose last pass closes the window: six ticks."""
+    _schedule()
+    SchedulerNode.objects.create(name="scheduler@test:1", started_at=T0, last_pass_at=WINDOW_END)
+    return [T0 + timedelta(minutes=10 * i) for i in range(1, 7)]
+
+
+def test_every_tick_run_once_holds(window: list[datetime]) -> None:
+    for tick in window:
+        _run(tick)
+    report = simulation_report(extra_problems=[])
+    assert report.ok, report.problems
+    [ticks] = report.jobs
+    assert (ticks.expected, ticks.succeeded, ticks.never_claimed) == (6, 6, 0)
+
+
+def test_a_tick_no_scheduler_claimed_is_a_miss(window: list[datetime]) -> None:
+    for tick in window[:-1]:
+        _run(tick)
+    report = simulation_report(extra_problems=[])
+    assert report.jobs[0].never_claimed == 1
+    assert report.problems == ["every-10: 1 ticks never claimed"]
+
+
+def test_a_skip_with_a_reason_is_explained_and_a_dead_run_is_not(window: list[datetime]) -> None:
+    _run(window[0], RunStatus.SKIPPED, skip_reason="overlap")
+    _run(window[1], RunStatus.DEAD)
+    for tick in window[2:]:
+        _run(tick)
+    report = simulation_report(extra_problems=[])
+    assert report.jobs[0].skipped == {"overlap": 1}
+    assert report.problems == ["unfinished: every-10  @ 2027-03-01 12:20: dead"]
+
+
+def test_a_retry_due_after_the_window_is_explained_and_one_due_inside_it_is_not(window: list[datetime]) -> None:
+    _run(window[0], RunStatus.ABANDONED, due_at=WINDOW_END + timedelta(minutes=1))
+    _run(window[1], RunStatus.FAILED, due_at=WINDOW_END - timedelta(minutes=1))
+    for tick in window[2:]:
+        _run(tick)
+    report = simulation_report(extra_problems=[])
+    assert report.jobs[0].retry_pending == 1
+    assert report.problems == ["unfinished: every-10  @ 2027-03-01 12:20: failed"]
+
+
+def test_a_tick_charged_twice_is_a_duplicate(window: list[datetime]) -> None:
+    runs = [_run(tick) for tick in window]
+    for run in [*runs, runs[2]]:
+        ProbeCharge.objects.create(
+            job_name=run.job_name,
+            scheduled_for=run.scheduled_for,
+            run=run,
+            fence=1,
+            attempt=1,
+            worker="w",
+            charged_at=T0,
+        )
+    report = simulation_report(extra_problems=[])
+    assert (report.duplicate_charges, report.charged_ticks) == (1, 6)
+    assert report.problems == ["1 duplicate probe charges"]
+
+
+def test_payouts_are_checked_against_their_orders_and_for_unpaid_weeks(
+    restaurant_factory: Any, order_factory: Any
+) -> None:
+    SchedulerNode.objects.create(name="scheduler@test:1", started_at=T0, last_pass_at=WINDOW_END)
+    _schedule("weekly-payouts", "30 20 * * 0")
+    # Onboarded on a Monday in UTC: by Sunday 2027-03-21 20:30 two weeks are settled.
+    restaurant = restaurant_factory(timezone="UTC", onboarded_at=datetime(2027, 3, 1, tzinfo=UTC))
+    order_factory(OrderStatus.DELIVERED, restaurant=restaurant, total=Decimal("40.00"), placed_at=T0)
+    tick = datetime(2027, 3, 21, 20, 30, tzinfo=UTC)
+    run = _run(tick, job_name="weekly-payouts")
+    week = {"period_start": datetime(2027, 3, 1, tzinfo=UTC), "period_end": datetime(2027, 3, 8, tzinfo=UTC)}
+    Payout.objects.create(
+        restaurant=restaurant,
+        **week,
+        week_start_local=week["period_start"].date(),
+        gross=Decimal("41.00"),  # the order says 40.00
+        commission=Decimal("6.15"),
+        net=Decimal("34.85"),
+        order_count=1,
+        job_run=run,
+        fence=1,
+        created_at=tick,
+    )
+    report = simulation_report(extra_problems=[])
+    assert report.payouts.as_of == tick
+    assert len(report.payouts.wrong_amounts) == 1 and "payout" in report.payouts.wrong_amounts[0]
+    assert report.payouts.unpaid_weeks == 1  # the week of 2027-03-08 has no payout
+
+
+def test_an_order_cancelled_before_its_deadline_breaks_the_invariant_unless_skew_explains_it(
+    window: list[datetime], order_factory: Any
+) -> None:
+    for tick in window:
+        _run(tick)
+    order = order_factory(OrderStatus.PLACED, placed_at=T0)
+    Order.objects.filter(pk=order.pk).update(
+        customer_ref="rush-00001", status=OrderStatus.CANCELLED, cancelled_at=T0 + timedelta(seconds=570)
+    )
+    assert simulation_report(extra_problems=[]).problems == ["orders cancelled early: 1"]
+    assert simulation_report(extra_problems=[], clock_skew=90).ok
+
+
+def test_reset_forgets_the_engine_state_and_keeps_the_orders(window: list[datetime], order_factory: Any) -> None:
+    run = _run(window[0])
+    ProbeCharge.objects.create(
+        job_name=run.job_name, scheduled_for=run.scheduled_for, run=run, fence=1, attempt=1, worker="w", charged_at=T0
+    )
+    order_factory(OrderStatus.DELIVERED)
+    simulation_reset()
+    assert (JobRun.objects.count(), ProbeCharge.objects.count(), Schedule.objects.count()) == (0, 0, 0)
+    assert SchedulerNode.objects.count() == 0 and Order.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--speed", "5000"], "--speed 5000"),
+        (["--duration", "2 hours"], "is not a duration"),
+        (["--duration", "5m"], "give 10m to 14d"),
+        (["--crash-worker", "3h", "--duration", "2h"], "inside the 2:00:00"),
+        (["--kill-scheduler", "--servers", "1"], "at least 2 servers"),
+        (["--start", "yesterday"], "not an ISO 8601"),
+    ],
+)
+def test_simulate_refuses_bad_input_before_starting_anything(argv: list[str], message: str) -> None:
+    with pytest.raises(CommandError, match=message):
+        call_command("simulate", *argv)
+    assert JobRun.objects.count() == 0 and Schedule.objects.count() == 0
+
+
+def test_simulate_refuses_a_database_with_runs_unless_told_to_reset(window: list[datetime]) -> None:
+    _run(window[0])
+    with pytest.raises(CommandError, match="already has 1 job runs, 1 schedules; pass --reset"):
+        call_command("simulate")
+    assert JobRun.objects.count() == 1
