@@ -316,6 +316,7 @@ class ScheduleAdmin(ReadOnlyMixin, _ScheduleAdmin):
         wrap = self.admin_site.admin_view
         return [
             path("dashboard/", wrap(self.dashboard_view), name="scheduling_dashboard"),
+            path("explain/", wrap(self.explainer_view), name="scheduling_cron_explainer"),
             *super().get_urls(),
         ]
 
@@ -335,6 +336,11 @@ class ScheduleAdmin(ReadOnlyMixin, _ScheduleAdmin):
             "changelist_url": reverse("admin:scheduling_schedule_changelist"),
         }
         return views.dashboard(request, context=context)
+
+    def explainer_view(self, request: HttpRequest) -> HttpResponse:
+        """The cron explainer, for any staff member (it reads no data)."""
+        context = {**self.admin_site.each_context(request), "opts": self.opts}
+        return views.cron_explainer(request, context=context)
 
 
 # --- Alerts -----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
+from django import forms
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -16,6 +17,7 @@ from django.views.decorators.http import require_safe
 
 from scheduling import cron
 from scheduling.alerts import alerts_open_count
+from scheduling.explain import MAX_COUNT, cron_explain
 from scheduling.selectors import (
     LATE_AFTER,
     MISSED,
@@ -190,3 +192,77 @@ def _seconds(span: timedelta) -> str:
     if seconds < 120:
         return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
     return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+# --- The cron explainer -----------------------------------------------------------------
+
+
+DEFAULT_FIRE_TIMES = 5
+
+
+class CronExplainForm(forms.Form):
+    expression = forms.CharField(
+        max_length=cron.MAX_EXPRESSION_LENGTH, help_text="Five fields: minute hour day-of-month month day-of-week."
+    )
+    zone = forms.CharField(
+        max_length=64, required=False, initial="UTC", help_text="The IANA time zone it runs in, e.g. Europe/London."
+    )
+    count = forms.IntegerField(
+        min_value=1, max_value=MAX_COUNT, required=False, initial=DEFAULT_FIRE_TIMES, help_text="Fire times to list."
+    )
+
+    def clean_zone(self) -> str:
+        name: str = self.cleaned_data.get("zone") or "UTC"
+        try:
+            cron.zone(name)
+        except cron.CronError as error:
+            raise forms.ValidationError(str(error)) from None
+        return name
+
+
+@dataclass(frozen=True)
+class TypedField:
+    """One whitespace-separated token of what was typed, under the field name it fills."""
+
+    name: str
+    text: str
+    bad: bool
+
+
+def cron_explainer(request: HttpRequest, *, context: dict[str, Any]) -> HttpResponse:
+    """The explainer page: a GET form (its URL can be shared), the explanation below.
+
+    Whatever is typed, the answer is this page: a bad expression or zone becomes an error
+    on its field, naming the cron field at fault (a 500 here would be a bug).
+    """
+    form = CronExplainForm(request.GET if "expression" in request.GET else None)
+    explanation, typed, suggestion = None, [], None
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            explanation = cron_explain(
+                expr=data["expression"], tz=data["zone"], count=data["count"] or DEFAULT_FIRE_TIMES, after=clock.now()
+            )
+        except cron.CronError as error:
+            typed = _typed_fields(data["expression"], bad=error.field)
+            suggestion = getattr(error, "suggestion", None)
+            form.add_error("expression", str(error))  # (drops it from cleaned_data)
+    context.update(
+        {
+            "title": "Cron explainer",
+            "form": form,
+            "explanation": explanation,
+            "typed": typed,
+            "suggestion": suggestion,
+            "zone": form.cleaned_data.get("zone", "UTC") if form.is_bound else "UTC",
+        }
+    )
+    return TemplateResponse(request, "admin/scheduling/explainer.html", context)
+
+
+def _typed_fields(expression: str, *, bad: str | None) -> list[TypedField]:
+    """The typed tokens under their field names, the one at fault marked (five tokens only)."""
+    tokens = expression.split()
+    if bad is None or len(tokens) != len(cron.FIELD_NAMES):
+        return []
+    return [TypedField(name, text, name == bad) for name, text in zip(cron.FIELD_NAMES, tokens, strict=True)]

@@ -122,3 +122,35 @@ def test_an_operator_pauses_and_resumes_a_job_from_the_dashboard(logged_in, hist
     assert _job_section(page, WATCHED).locator(".badge.paused").count() == 0
     assert Schedule.objects.get(job_name=WATCHED).paused is False
     assert [e.get_change_message() for e in LogEntry.objects.order_by("id")] == ["Paused", "Resumed"]
+
+
+def _explain(page: Any, expression: str, zone: str = "UTC") -> None:
+    page.fill("#id_expression", expression)
+    page.fill("#id_zone", zone)
+    page.click("input[type=submit][value=Explain]")
+
+
+def test_the_explainer_warns_that_the_day_fields_combine_with_or_and_lists_fire_times(logged_in):
+    page = logged_in
+    page.click("#operations-module >> text=Cron explainer")
+    _explain(page, "0 0 13 * 5", zone="America/New_York")
+    warning = page.locator('#warnings li[data-code="day-or"]')
+    assert "combine with OR" in warning.inner_text()
+    fires = page.locator("#fire-times tr.fire")
+    assert fires.count() == 5
+    local = [fires.nth(i).locator("td").nth(2).inner_text() for i in range(5)]  # "Fri 2027-03-05 00:00 EST"
+    assert all(text.startswith("Fri") or text[12:14] == "13" for text in local), local
+    assert all(text.endswith(("00:00 EST", "00:00 EDT")) for text in local), local
+    DOCS.mkdir(exist_ok=True)
+    page.screenshot(path=str(DOCS / "explainer.png"), full_page=True)
+
+
+def test_a_malformed_expression_gets_a_field_level_error(logged_in):
+    page = logged_in
+    page.goto("/admin/scheduling/schedule/explain/")
+    _explain(page, "0 25 * * *")
+    error = page.locator(".field-expression ul.errorlist")
+    assert "hour field '25'" in error.inner_text()
+    assert page.locator(".field-expression table.typed td.bad").inner_text() == "25"
+    assert page.locator("#explanation").count() == 0
+    assert page.locator("#id_expression").input_value() == "0 25 * * *"  # kept, to correct it
