@@ -188,6 +188,24 @@ def test_backfill_asks_for_a_range_then_claims_each_tick_through_the_claim_path(
     assert _log_messages(schedule) == ["Backfilled 2027-03-01 00:30 to 2027-03-01 05:00 UTC: 4 new runs"]
 
 
+def test_backfill_from_the_dashboard_asks_for_the_range_there_and_returns_there(operator):
+    url = reverse("admin:scheduling_dashboard")
+    pk = _schedule().pk
+    form = _act(operator, "backfill", [pk], url="admin:scheduling_dashboard")
+    assert form.status_code == 200 and b'name="apply"' in form.content
+    done = _act(
+        operator,
+        "backfill",
+        [pk],
+        url="admin:scheduling_dashboard",
+        apply="1",
+        start="2027-03-01 08:30",
+        end="2027-03-01 10:00",
+    )
+    assert (done.status_code, done["Location"]) == (302, url)
+    assert [r.scheduled_for.hour for r in JobRun.objects.order_by("scheduled_for")] == [9, 10]
+
+
 @pytest.mark.parametrize(
     ("start", "end", "error"),
     [

@@ -16,7 +16,7 @@ from scheduling.models import ProblemKind, RunAlert
 from scheduling.registry import registry
 from tests.engine import T0, make_job
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore:No directory at:UserWarning")]
 
 MAX_AGE = 63.0  # 3 x SCHEDULER_POLL_SECONDS (1 s) + 60 s
 
