@@ -25,14 +25,20 @@ venv: $(STAMP) ## Create .venv and install the pinned requirements
 # The demo's instants, worked out when used (after the virtualenv exists). The seed ends
 # 20 minutes ago, so the orders it left unanswered are past their 10-minute deadline when
 # the jobs run, as of now.
-DEMO_SEED_NOW = $(shell $(PY) -c 'from datetime import UTC, datetime, timedelta; print((datetime.now(UTC) - timedelta(minutes=20)).isoformat(timespec="seconds"))')
 DEMO_NOW = $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 
-demo: $(STAMP) ## Seed the SQLite default, run the three jobs for real on it and show what each did
+# The demo's simulated clock starts at 20:00 UTC on the Sunday before today, half an hour
+# before the weekly payout tick; the seeded history ends there too.
+DEMO_START = $(shell $(PY) -c 'from datetime import UTC, datetime, timedelta; d = datetime.now(UTC); d -= timedelta(days=d.weekday() + 1); print(d.replace(hour=20, minute=0, second=0, microsecond=0).isoformat())')
+
+demo: $(STAMP) ## The main job end to end on the SQLite default: seed, then 3 servers for 2 simulated hours through a crash, and the report
 	$(PY) manage.py migrate --noinput --verbosity 0
-	$(PY) manage.py seed_demo --reset --now $(DEMO_SEED_NOW)
-	@$(MAKE) --no-print-directory demo-jobs
-	$(PY) manage.py demo_summary
+	$(PY) manage.py seed_demo --reset --now $(DEMO_START)
+	$(PY) manage.py simulate --reset --start $(DEMO_START) --duration 2h --speed 120 --servers 3 --crash-worker --log-dir db/demo-logs
+	@echo ""
+	@echo "Look around: 'make up' serves the admin at http://127.0.0.1:8000/admin/ (it prints a login)"
+	@echo "  job runs, their events and fences: /admin/scheduling/jobrun/   payouts: /admin/payouts/payout/"
+	@echo "  '$(PY) manage.py demo_summary' prints the payouts per restaurant and week; process logs are in db/demo-logs/"
 
 demo-jobs: $(STAMP) ## Run the jobs once, here, through their claims: catch up payouts, clean carts, cancel stale orders
 	LOG_LEVEL=WARNING $(PY) manage.py catch_up_payouts

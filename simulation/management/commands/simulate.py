@@ -175,7 +175,7 @@ def render_text(report: SimulationReport, plan: SimulationPlan, outcome: Simulat
         f"{plan.servers} servers x {plan.workers} workers, scheduler clocks within +-{plan.skew:g} s",
         *_fault_lines(outcome),
         "",
-        f"  {'job':<22}{'ticks':>7}{'ran':>6}  {'skipped (reason)':<30}{'missed':>7}",
+        f"  {'job':<26}{'ticks':>7}{'ran':>6}  {'skipped (reason)':<30}{'missed':>7}",
         *(_job_line(ticks) for ticks in sorted(report.jobs, key=lambda t: t.job_name)),
         _job_line(report.delayed, label="cancel-stale-order (due)"),
         "",
@@ -207,7 +207,7 @@ def _job_line(ticks: JobTicks, *, label: str | None = None) -> str:
     skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(ticks.skipped.items())) or "-"
     missed = ticks.never_claimed + len(ticks.broken)
     pending = f" ({ticks.retry_pending} retry due after the window)" if ticks.retry_pending else ""
-    return f"  {label or ticks.job_name:<22}{ticks.expected:>7}{ticks.succeeded:>6}  {skipped:<30}{missed:>7}{pending}"
+    return f"  {label or ticks.job_name:<26}{ticks.expected:>7}{ticks.succeeded:>6}  {skipped:<30}{missed:>7}{pending}"
 
 
 def _payout_lines(report: SimulationReport) -> list[str]:
