@@ -55,6 +55,17 @@ LATE_AFTER = timedelta(minutes=1)
 # Most ticks drawn per job; a denser job shows its newest ones (an SVG of a few thousand
 # marks is still quick, but no longer readable).
 TIMELINE_MAX_TICKS = 1000
+# The columns the timeline shows (not the error text or the result, which can be long).
+TIMELINE_FIELDS = (
+    "job_name",
+    "subject",
+    "scheduled_for",
+    "status",
+    "trigger",
+    "skip_reason",
+    "started_at",
+    "finished_at",
+)
 # What a tick with no run is, depending on its age (see CheckWindow's grace).
 MISSED, PENDING = "missed", "pending"
 
@@ -108,10 +119,8 @@ def job_timeline(*, job: Job, schedule: Schedule | None, start: datetime, now: d
     expected_from = max(start, schedule.first_seen_at) if schedule is not None else now
     ticks = cron.ticks_between(job.cron, job.timezone, expected_from, now)
     shown = ticks[-TIMELINE_MAX_TICKS:]
-    runs = {
-        run.scheduled_for: run
-        for run in JobRun.objects.filter(job_name=job.name, subject="", scheduled_for__gt=start, scheduled_for__lte=now)
-    }
+    window = JobRun.objects.filter(job_name=job.name, subject="", scheduled_for__gt=start, scheduled_for__lte=now)
+    runs = {run.scheduled_for: run for run in window.only(*TIMELINE_FIELDS)}
     grace_edge = now - timedelta(seconds=settings.SCHEDULER_CHECK_GRACE_SECONDS)
     drawn = [_timeline_tick(tick, runs.get(tick), grace_edge) for tick in shown]
     on_ticks, first_drawn = set(ticks), shown[0] if shown else start
