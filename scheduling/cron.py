@@ -387,15 +387,15 @@ def dst_transition_dates(tz: tzinfo, first: date, last: date) -> list[date]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _day_offsets(tz: tzinfo, day: date) -> tuple[timedelta, timedelta, timedelta]:
-    """UTC offsets of local ``day`` at midnight (fold 0, fold 1) and at the next midnight.
+def _day_offsets(tz: tzinfo, day: date) -> tuple[timedelta, ...]:
+    """UTC offsets of local ``day`` at its midnight and the next, each read with both folds.
 
-    All three agree on a day without a transition; tzdata has no day with two
-    transitions that cancel out.
+    All four agree on a day without a transition (a midnight inside a gap or a repeat reads
+    differently by fold); tzdata has no day with two transitions that cancel out.
     """
     start = datetime.combine(day, time(), tzinfo=tz)
     end = datetime.combine(day + timedelta(days=1), time(), tzinfo=tz)
-    return _offset(start), _offset(start.replace(fold=1)), _offset(end)
+    return tuple(_offset(moment.replace(fold=fold)) for moment in (start, end) for fold in (0, 1))
 
 
 def _day_shift(tz: tzinfo, day: date) -> timedelta:
@@ -508,6 +508,8 @@ def _collect(spec: CronSpec, tz: tzinfo, after: datetime, until: datetime, limit
         shifts = tz is not UTC and bool(_day_shift(tz, day))
         found += _day_ticks(spec, tz, day, after, until, room)
         ordered = ordered and not shifts
+        if stop is None and len(found) >= room and not ordered:
+            found = _sorted_unique(found)  # a gap ending at midnight repeats the next day's first tick
         if stop is None and len(found) >= room:
             stop = day + timedelta(days=1) if shifts else day
     ticks = found if ordered else _sorted_unique(found)
@@ -542,7 +544,7 @@ def _day_ticks(spec: CronSpec, tz: tzinfo, day: date, after: datetime, until: da
     the sorted offsets, so two bisections pick the range, and only the first ``cap`` can
     be among the first ``cap`` overall.
     """
-    offsets = (timedelta(0),) * 3 if tz is UTC else _day_offsets(tz, day)
+    offsets = (timedelta(0),) if tz is UTC else _day_offsets(tz, day)
     if max(offsets) != min(offsets):
         return _transition_day_ticks(spec, tz, day, after, until, cap)
     midnight = datetime.combine(day, time(), tzinfo=UTC) - offsets[0]
@@ -560,22 +562,23 @@ def _transition_day_ticks(
        shift from the wall-clock reading of its instant (a repeat runs the clock back, a
        gap pushes a fixed time forward), so widen the window's reading by twice the shift.
     2. Resolve each wall time in it through ``local_instants``; keep those in range.
-    3. Once ``cap`` are in hand, wall times more than twice the shift later can only give
-       later instants, so stop there.
+    3. Once ``cap`` distinct instants are in hand, wall times more than twice the shift
+       later can only give later instants, so stop there.
     """
     midnight, margin = datetime.combine(day, time()), 2 * _day_shift(tz, day)
     low = bisect.bisect_left(spec.offsets, _wall(after, tz) - midnight - margin)
     high = bisect.bisect_right(spec.offsets, _wall(until, tz) - midnight + margin)
-    found: list[datetime] = []
+    found: dict[datetime, None] = {}  # ordered set: gap times share one instant
     enough: timedelta | None = None
     for step in spec.offsets[low:high]:
         if enough is not None and step > enough + margin:
             break
-        instants = local_instants(tz, midnight + step, fixed_time=spec.fixed_time)
-        found += [instant for instant in instants if after < instant <= until]
+        for instant in local_instants(tz, midnight + step, fixed_time=spec.fixed_time):
+            if after < instant <= until:
+                found[instant] = None
         if enough is None and len(found) >= cap:
             enough = step
-    return found
+    return list(found)
 
 
 def _wall(moment: datetime, tz: tzinfo) -> datetime:

@@ -333,3 +333,11 @@ def test_dom_dow_or_in_a_local_zone_uses_the_local_date():
     ticks = cron.ticks_between("0 0 13 * 5", "Asia/Kolkata", utc(2026, 12, 31), utc(2027, 1, 31))
     assert [t.astimezone(ZoneInfo("Asia/Kolkata")).day for t in ticks] == [1, 8, 13, 15, 22, 29]
     assert {(t.hour, t.minute) for t in ticks} == {(18, 30)}
+
+
+def test_a_limit_counts_gap_times_that_share_one_instant_once():
+    # Lord Howe 2025-10-05: 02:00-02:25 all run at 02:30 +11. Found by the cronsim property
+    # test: counting them six times made next_ticks stop early and skip 04:00-04:10.
+    ticks = cron.next_ticks("0,*/5 0-1/2,*/2 * * *", "Australia/Lord_Howe", utc(2025, 10, 4, 13, 30), 20)
+    assert ticks[11:14] == [utc(2025, 10, 4, 15, 30), utc(2025, 10, 4, 15, 35), utc(2025, 10, 4, 15, 40)]
+    assert ticks[-3:] == [utc(2025, 10, 4, 17, 0), utc(2025, 10, 4, 17, 5), utc(2025, 10, 4, 17, 10)]
