@@ -27,6 +27,8 @@ logger = logging.getLogger("scheduling.alerts")
 # What a failed delivery can raise: connection and HTTP errors (URLError and HTTPError
 # are OSErrors), a malformed response, an unusable URL, a mail backend refusing.
 DELIVERY_ERRORS = (OSError, http.client.HTTPException, ValueError)
+# Lines of a mail or webhook text; the webhook's JSON list always has every problem.
+SUMMARY_LINES = 50
 
 
 def problems_alert(*, problems: Sequence[Problem], now: datetime) -> list[Problem]:
@@ -109,10 +111,27 @@ def webhook_post(*, url: str, problems: Sequence[Problem], now: datetime) -> boo
 
 
 def _summary(problems: Sequence[Problem]) -> tuple[str, str]:
+    """A subject and a body for people: problems alike (same job, kind and detail, such as
+    288 ticks skipped past their deadline after an outage) share one line."""
     jobs = sorted({problem.job_name for problem in problems})
     noun = "problem" if len(problems) == 1 else "problems"
     subject = f"{len(problems)} new scheduling {noun}: {', '.join(jobs)}"
-    return subject, "\n".join(str(problem) for problem in problems)
+    groups: dict[tuple[str, str, str], list[Problem]] = {}
+    for problem in problems:
+        groups.setdefault((problem.job_name, str(problem.kind), problem.detail), []).append(problem)
+    lines = [_group_line(group) for group in groups.values()]
+    if len(lines) > SUMMARY_LINES:
+        more = len(lines) - SUMMARY_LINES
+        lines = [*lines[:SUMMARY_LINES], f"... and {more} more lines: run manage.py check_runs for all of them"]
+    return subject, "\n".join(lines)
+
+
+def _group_line(group: list[Problem]) -> str:
+    if len(group) == 1:
+        return str(group[0])
+    first, last = group[0], group[-1]
+    span = f"{first.scheduled_for:%Y-%m-%d %H:%M} to {last.scheduled_for:%Y-%m-%d %H:%M} UTC"
+    return f"{first.kind.label}: {first.job_name}, {len(group)} ticks from {span}: {first.detail}"
 
 
 def _safe(url: str) -> str:

@@ -182,6 +182,26 @@ def test_channels_that_fail_are_logged_and_the_alert_is_still_recorded(one_dead_
     assert not any("/hook" in m for m in messages)  # the URL's path may hold a token: not logged
 
 
+@pytest.mark.django_db(transaction=True)
+@override_settings(ADMINS=ADMINS)
+def test_an_outage_alerts_in_one_mail_with_alike_problems_on_one_line(one_dead_run, http_server, mailoutbox):
+    JobRun.objects.filter(
+        scheduled_for__gte=NOW - timedelta(hours=20), scheduled_for__lte=NOW - timedelta(hours=8)
+    ).delete()
+    with override_settings(SCHEDULER_WEBHOOK_URL=http_server.url):
+        alerted = _check_and_alert()
+    assert len(alerted) == 13 + 1  # thirteen ticks never claimed, and the dead run
+    [mail] = mailoutbox
+    assert mail.body.splitlines() == [
+        "Never claimed: hourly-report, 13 ticks from 2027-02-28 16:00 to 2027-03-01 04:00 UTC: "
+        "no scheduler claimed this tick",
+        "Dead: hourly-report @ 2027-03-01 05:00 UTC (run "
+        f"{JobRun.objects.get(status=RunStatus.DEAD).id}): dead after 3 attempts: ValueError: bad row",
+    ]
+    [hook] = http_server.requests
+    assert len(json.loads(hook.body)["problems"]) == 14  # the machine gets every problem
+
+
 def test_the_check_job_is_declared_hourly_and_coalesces():
     job = registry.get("check-missed-runs")
     assert (job.cron, job.timezone, job.misfire) == ("0 * * * *", "UTC", Misfire.COALESCE)
