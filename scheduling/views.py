@@ -51,7 +51,10 @@ def healthz(request: HttpRequest) -> JsonResponse:
         "scheduler_max_age_seconds": max_age,
         "open_problems": open_problems,
     }
-    return JsonResponse(body, status=200 if healthy else 503)
+    response = JsonResponse(body, status=200 if healthy else 503)
+    # Answered ahead of SecurityMiddleware (see scheduling.middleware), so set its header here.
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 def _probe() -> tuple[str, datetime | None, int | None]:

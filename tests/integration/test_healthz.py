@@ -102,6 +102,7 @@ def test_probes_by_ip_over_plain_http_get_an_answer_and_everything_else_is_still
         plain_http = client.get("/admin/login/", HTTP_HOST="tiffin.example.com")
     assert probe.status_code == 200
     assert "Set-Cookie" not in probe.headers and "Location" not in probe.headers
+    assert probe.headers["X-Content-Type-Options"] == "nosniff"
     assert other_path.status_code == 400  # DisallowedHost
     assert plain_http.status_code == 301
     assert plain_http["Location"] == "https://tiffin.example.com/admin/login/"
