@@ -32,8 +32,14 @@ else
   login="create a user with: DATABASE_URL=... $PY manage.py createsuperuser"
 fi
 
+# The worker gets its own process group (job control on), so Ctrl-C reaches only
+# gunicorn and this script; the worker is then stopped with SIGTERM to its main process
+# alone, as Kubernetes does. (A signal to every process of the django-q2 cluster at once
+# can leave the cluster's stop waiting forever on a lock a killed child held.)
+set -m
 $PY manage.py worker &
 worker=$!
+set +m
 trap 'kill -TERM $worker 2>/dev/null; wait $worker 2>/dev/null' EXIT
 trap 'exit 130' INT TERM
 
