@@ -66,10 +66,13 @@ def tick_pass(*, now: datetime) -> TickReport:
     schedules = schedules_ensure(now=now)
     report = TickReport(now=now)
     for job in registry.cron_jobs():
-        report.claimed += cron_job_claim_due(job=job, schedule=schedules[job.name], now=now)
+        claimed, more = cron_job_claim_due(job=job, schedule=schedules[job.name], now=now)
+        report.claimed += claimed
+        report.more_due = report.more_due or more
     report.abandoned, report.dead = runs_abandon_silent(now=now)
     paused = {name for name, schedule in schedules.items() if schedule.paused}
-    report.enqueued_due, report.more_due = runs_enqueue_due(now=now, paused=paused)
+    report.enqueued_due, more_due = runs_enqueue_due(now=now, paused=paused)
+    report.more_due = report.more_due or more_due
     report.requeued = runs_requeue_stale(now=now)
     return report
 
@@ -93,17 +96,18 @@ def cron_job_due_ticks(*, job: Job, schedule: Schedule, now: datetime) -> list[d
     return cron.ticks_between(job.cron, job.timezone, max(bounds), now)
 
 
-def cron_job_claim_due(*, job: Job, schedule: Schedule, now: datetime) -> list[ClaimedTick]:
-    """Claim the due ticks of one cron job; return the ones this server won."""
+def cron_job_claim_due(*, job: Job, schedule: Schedule, now: datetime) -> tuple[list[ClaimedTick], bool]:
+    """Claim the due ticks of one cron job; return the ones this server won, and whether
+    more due ticks are left for the next pass (after a long outage)."""
     ticks = cron_job_due_ticks(job=job, schedule=schedule, now=now)
     if not ticks:
-        return []
-    plan = misfire_plan(
-        job=job, ticks=ticks, now=now, paused=schedule.paused, limit=settings.SCHEDULER_MAX_TICKS_PER_PASS
-    )
+        return [], False
+    limit = settings.SCHEDULER_MAX_TICKS_PER_PASS
+    plan = misfire_plan(job=job, ticks=ticks, now=now, paused=schedule.paused, limit=limit)
     with transaction.atomic():
         won = runs_claim(job=job, plan=plan, trigger=Trigger.CRON, now=now)
-    return [ClaimedTick(job.name, run.scheduled_for, run.status, run.skip_reason) for run in won]
+    claimed = [ClaimedTick(job.name, run.scheduled_for, run.status, run.skip_reason) for run in won]
+    return claimed, len(ticks) > limit
 
 
 def runs_claim(

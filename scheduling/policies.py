@@ -17,27 +17,26 @@ class PlannedTick:
 
 
 def misfire_plan(*, job: Job, ticks: list[datetime], now: datetime, paused: bool, limit: int) -> list[PlannedTick]:
-    """Decide the fate of each due tick (ascending, all <= now).
+    """Decide the fate of the oldest ``limit`` due ticks (ascending, all <= now).
 
     1. A paused job records every tick as skipped (paused), so resuming does not
        replay the pause.
-    2. catch_up runs every tick, the oldest ``limit`` first (the rest next pass).
-    3. coalesce runs only the latest tick; the older ones are recorded as coalesced.
+    2. catch_up runs every tick.
+    3. coalesce runs only the latest due tick; the older ones are recorded as coalesced.
     4. deadline runs a tick unless it is more than the deadline late.
-    Policies that keep only recent ticks look at the newest ``limit`` of them.
+    Every tick gets a row, oldest first: after a long outage the rest come in the next
+    passes, so no missed tick is left without a record of what happened to it.
     """
-    if job.misfire == Misfire.CATCH_UP and not paused:
-        return [PlannedTick(t, RunStatus.ENQUEUED) for t in ticks[:limit]]
-    recent = ticks[-limit:]
+    latest = ticks[-1] if ticks else None
+    return [_decide(job=job, tick=tick, latest=latest, now=now, paused=paused) for tick in ticks[:limit]]
+
+
+def _decide(*, job: Job, tick: datetime, latest: datetime | None, now: datetime, paused: bool) -> PlannedTick:
     if paused:
-        return [PlannedTick(t, RunStatus.SKIPPED, SkipReason.PAUSED) for t in recent]
-    if job.misfire == Misfire.COALESCE:
-        older = [PlannedTick(t, RunStatus.SKIPPED, SkipReason.COALESCED) for t in recent[:-1]]
-        return older + [PlannedTick(t, RunStatus.ENQUEUED) for t in recent[-1:]]
+        return PlannedTick(tick, RunStatus.SKIPPED, SkipReason.PAUSED)
+    if job.misfire == Misfire.COALESCE and tick != latest:
+        return PlannedTick(tick, RunStatus.SKIPPED, SkipReason.COALESCED)
     deadline = timedelta(seconds=job.misfire_deadline_seconds or 0)
-    return [
-        PlannedTick(t, RunStatus.SKIPPED, SkipReason.MISSED_DEADLINE)
-        if now - t > deadline
-        else PlannedTick(t, RunStatus.ENQUEUED)
-        for t in recent
-    ]
+    if job.misfire == Misfire.DEADLINE and now - tick > deadline:
+        return PlannedTick(tick, RunStatus.SKIPPED, SkipReason.MISSED_DEADLINE)
+    return PlannedTick(tick, RunStatus.ENQUEUED)

@@ -70,7 +70,13 @@ def next_fence() -> int:
     no lock held); on SQLite, the one-row counter under the single writer."""
     if connection.vendor == "postgresql":
         return int(_execute("SELECT nextval('job_runs_fence_seq')", [])[0][0])
-    return int(_execute("UPDATE job_fence_counter SET value = value + 1 WHERE id = 1 RETURNING value", [])[0][0])
+    # An upsert, so a flushed table (manage.py flush, a transactional test) starts again.
+    rows = _execute(
+        "INSERT INTO job_fence_counter (id, value) VALUES (1, 1) "
+        "ON CONFLICT (id) DO UPDATE SET value = job_fence_counter.value + 1 RETURNING value",
+        [],
+    )
+    return int(rows[0][0])
 
 
 def lock_job(job_name: str) -> None:

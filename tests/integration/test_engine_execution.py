@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 import time_machine
 from django.db import connection, transaction
+from django.test import override_settings
 
 from scheduling import services
 from scheduling.context import RunContext, RunLostError
@@ -152,6 +153,21 @@ def test_misfire_policies_after_an_outage(misfire, deadline, expected):
     reasons = {r.skip_reason for r in runs if r.status == RunStatus.SKIPPED}
     assert reasons <= {SkipReason.COALESCED if misfire == Misfire.COALESCE else SkipReason.MISSED_DEADLINE}
     assert len(queued_tasks()) == expected.count("enqueued")
+
+
+@override_settings(SCHEDULER_MAX_TICKS_PER_PASS=4)
+@pytest.mark.django_db
+def test_after_a_long_outage_every_missed_tick_gets_a_row_over_several_passes():
+    job = make_job(cron="*/10 * * * *", misfire=Misfire.COALESCE)
+    now = T0 + timedelta(minutes=105)
+    with registry.replaced(job):
+        schedules_register(now=T0)
+        reports = [tick_pass(now=now) for _ in range(4)]
+    assert [len(r.claimed) for r in reports] == [4, 4, 2, 0]
+    assert [r.more_due for r in reports] == [True, True, False, False]
+    runs = list(JobRun.objects.order_by("scheduled_for"))
+    assert [r.scheduled_for for r in runs] == [T0 + timedelta(minutes=10 * n) for n in range(1, 11)]
+    assert [r.status for r in runs] == [RunStatus.SKIPPED] * 9 + [RunStatus.ENQUEUED]
 
 
 @pytest.mark.django_db

@@ -30,8 +30,8 @@ def test_coalesce_runs_only_the_latest_tick():
     assert {p[1:] for p in plan[:-1]} == {(RunStatus.SKIPPED, SkipReason.COALESCED)}
 
 
-def test_coalesce_with_a_limit_keeps_the_newest_ticks():
-    assert [p[0] for p in _plan(Misfire.COALESCE, limit=2)] == TICKS[-2:]
+def test_coalesce_with_a_limit_records_the_oldest_ticks_first_as_coalesced():
+    assert _plan(Misfire.COALESCE, limit=2) == [(t, RunStatus.SKIPPED, SkipReason.COALESCED) for t in TICKS[:2]]
 
 
 def test_deadline_skips_ticks_later_than_the_deadline():
