@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PG_URL ?= $(if $(DATABASE_URL),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/tiffin)
 SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
 
-.PHONY: help venv demo demo-jobs test lint typecheck test-postgres test-sqlite scenarios scenario-deps bench up browser-deps clean
+.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps bench up browser-deps clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -57,7 +57,11 @@ test-postgres: $(STAMP) scenario-deps
 	DATABASE_URL=$(PG_URL) $(BIN)/pytest -p no:cacheprovider
 
 test-sqlite: $(STAMP)
-	DATABASE_URL=$(SQLITE_TEST_URL) $(BIN)/pytest -p no:cacheprovider -m "not postgres"
+	DATABASE_URL=$(SQLITE_TEST_URL) $(BIN)/pytest -p no:cacheprovider -m "not postgres and not browser"
+
+screenshots: $(STAMP) browser-deps ## Rewrite docs/dashboard.png and docs/explainer.png from the browser tests
+	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
+	TIFFIN_SCREENSHOTS=1 DATABASE_URL=$(PG_URL) $(BIN)/pytest -p no:cacheprovider -m browser tests/browser
 
 test: lint typecheck browser-deps test-postgres test-sqlite ## Lint, type-check, the whole suite on PostgreSQL, the portable part on SQLite
 

@@ -8,6 +8,7 @@ skip and say why, except under CI=true, where a missing browser is a failure.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,13 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+# The README's screenshots are rewritten only on request (`make screenshots`), so a test
+# run leaves the work tree clean; otherwise they go to a scratch folder.
+DOCS = (
+    Path(__file__).resolve().parents[2] / "docs"
+    if os.environ.get("TIFFIN_SCREENSHOTS") == "1"
+    else Path(tempfile.gettempdir()) / "tiffin-screenshots"
+)
 
 
 def _unavailable(reason: str) -> None:

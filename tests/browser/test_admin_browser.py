@@ -106,7 +106,7 @@ def test_the_dashboard_shows_each_jobs_timeline_with_missed_and_late_runs(logged
     assert timeline.locator("rect.run.succeeded").count() > 150
     title = timeline.locator("rect.run.late title").first.text_content()
     assert "started 7 min late" in title
-    DOCS.mkdir(exist_ok=True)
+    DOCS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(DOCS / "dashboard.png"), full_page=True)
 
 
@@ -141,7 +141,7 @@ def test_the_explainer_warns_that_the_day_fields_combine_with_or_and_lists_fire_
     local = [fires.nth(i).locator("td").nth(2).inner_text() for i in range(5)]  # "Fri 2027-03-05 00:00 EST"
     assert all(text.startswith("Fri") or text[12:14] == "13" for text in local), local
     assert all(text.endswith(("00:00 EST", "00:00 EDT")) for text in local), local
-    DOCS.mkdir(exist_ok=True)
+    DOCS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(DOCS / "explainer.png"), full_page=True)
 
 
