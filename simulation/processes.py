@@ -86,7 +86,8 @@ class Process:
 
     def start(self) -> None:
         self.signals = []  # what was sent to this incarnation
-        with self.log_path.open("ab") as log:
+        # A restart appends to the log; a new simulation with the same log dir starts afresh.
+        with self.log_path.open("ab" if self.starts else "wb") as log:
             log.write(f"--- start {self.starts + 1}: {' '.join(self.argv[1:])}\n".encode())
             log.flush()
             self.popen = subprocess.Popen(
