@@ -382,19 +382,20 @@ def _after_gap(tz: tzinfo, local: datetime) -> datetime:
 
 
 def dst_transition_dates(tz: tzinfo, first: date, last: date) -> list[date]:
-    """Local dates in [first, last] on which ``tz`` changes its UTC offset."""
+    """Local dates in [first, last] with a wall-clock minute that ``tz`` skips or repeats."""
     return [day for day in _days(first, last) if _day_shift(tz, day)]
 
 
 @functools.lru_cache(maxsize=4096)
 def _day_offsets(tz: tzinfo, day: date) -> tuple[timedelta, ...]:
-    """UTC offsets of local ``day`` at its midnight and the next, each read with both folds.
+    """UTC offsets of local ``day`` at 00:00 and 23:59, each read with both folds.
 
-    All four agree on a day without a transition (a midnight inside a gap or a repeat reads
-    differently by fold); tzdata has no day with two transitions that cancel out.
+    All four agree exactly when every wall time of the day (cron's are whole minutes)
+    exists once with one offset: a skipped or repeated minute reads differently by fold,
+    and tzdata has no day with two transitions that cancel out.
     """
     start = datetime.combine(day, time(), tzinfo=tz)
-    end = datetime.combine(day + timedelta(days=1), time(), tzinfo=tz)
+    end = datetime.combine(day, time(23, 59), tzinfo=tz)
     return tuple(_offset(moment.replace(fold=fold)) for moment in (start, end) for fold in (0, 1))
 
 

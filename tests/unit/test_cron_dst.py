@@ -68,12 +68,13 @@ def ticks_on(expr: str, zone: str, day: date) -> list[datetime]:
     return [t for t in ticks if t.astimezone(ZoneInfo(zone)).date() == day]
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
-def local(zone: str, *args: int, fold: int = 0) -> datetime:
-    return datetime(*args, tzinfo=ZoneInfo(zone), fold=fold).astimezone(UTC)  # type: ignore[misc]
+def local(zone: str, year: int, month: int, day: int, hour: int, minute: int, fold: int = 0) -> datetime:
+    """The UTC instant of a wall time in ``zone``; ``fold=1`` picks the second of a repeat."""
+    return datetime(year, month, day, hour, minute, tzinfo=ZoneInfo(zone), fold=fold).astimezone(UTC)
 
 
 def every(start: datetime, step: timedelta, end: datetime) -> list[datetime]:
