@@ -46,12 +46,17 @@ class Command(BaseCommand):
         )
         parser.add_argument("--skew", type=float, default=0.0, help="spread scheduler clocks over +-SECONDS")
         parser.add_argument("--orders-per-minute", type=float, default=6.0, help="order traffic (default 6; 0: none)")
-        for kind, help_text in (
-            (FaultKind.CRASH_WORKER, "SIGKILL the worker running a settlement at AT, restart it after FOR (2m)"),
-            (FaultKind.PAUSE_WORKER, "SIGSTOP the worker running a settlement at AT for FOR (8m), then SIGCONT"),
-            (FaultKind.KILL_SCHEDULER, "SIGKILL server 1's scheduler at AT for good"),
+        for kind, metavar, help_text in (
+            (FaultKind.CRASH_WORKER, "AT[:FOR]", "SIGKILL the worker running a settlement at AT, restart it FOR later"),
+            (FaultKind.PAUSE_WORKER, "AT[:FOR]", "SIGSTOP the worker running a settlement at AT, SIGCONT it FOR later"),
+            (FaultKind.KILL_SCHEDULER, "AT", "SIGKILL server 1's scheduler at AT, for good"),
         ):
-            parser.add_argument(f"--{kind}", nargs="?", const="", metavar="AT[:FOR]", help=help_text)
+            default = f"{DEFAULT_FAULT_AT[kind] * 100:.0f}%% of the duration"  # argparse formats help with %
+            if DEFAULT_LASTING[kind]:
+                default += f", FOR {DEFAULT_LASTING[kind].total_seconds() / 60:g}m"
+            parser.add_argument(
+                f"--{kind}", nargs="?", const="", metavar=metavar, help=f"{help_text} (default AT {default})"
+            )
         parser.add_argument("--reset", action="store_true", help="first forget job runs, schedules and payouts")
         parser.add_argument("--log-dir", help="keep each process's log here (default: a temporary directory)")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
