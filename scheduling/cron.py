@@ -49,6 +49,7 @@ MAX_EXPRESSION_LENGTH = 200
 # Margins keep date arithmetic (one local day either side, offsets up to 26 h) in range.
 _EARLIEST = datetime(1, 1, 4, tzinfo=UTC)
 _LATEST = datetime(9999, 12, 28, tzinfo=UTC)
+_UNLIMITED = 2**62
 
 _MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -61,14 +62,15 @@ _MACROS = {
 }
 _MONTH_NAMES = {name.upper(): i for i, name in enumerate(calendar.month_abbr) if name}
 _DAY_NAMES = {name: i for i, name in enumerate(("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"))}
-# Extensions other crons accept; each gets a message saying where it comes from.
+# Extensions other crons accept, matched on a whole token so month and day names that
+# contain the letters (JUL, WED, THU) are not mistaken for them.
 _EXTENSIONS = (
-    ("?", "'?' is Quartz's 'no specific value'; write '*'"),
-    ("#", "'#' (nth weekday) is a Quartz/croniter extension, not POSIX cron"),
-    ("L", "'L' (last) is a Quartz/croniter extension, not POSIX cron"),
-    ("W", "'W' (nearest weekday) is a Quartz/croniter extension, not POSIX cron"),
-    ("H", "'H' (hashed value) is a Jenkins extension, not POSIX cron"),
-    ("R", "'R' (random value) is a croniter extension, not POSIX cron"),
+    (re.compile(r".*\?.*"), "'?' is Quartz's 'no specific value'; write '*'"),
+    (re.compile(r".*#.*"), "'#' (nth weekday) is a Quartz/croniter extension, not POSIX cron"),
+    (re.compile(r"[0-9]*W|W[0-9]+|LW", re.I), "'W' (nearest weekday) is a Quartz/croniter extension, not POSIX cron"),
+    (re.compile(r"[0-9]*L|L-?[0-9]*", re.I), "'L' (last) is a Quartz/croniter extension, not POSIX cron"),
+    (re.compile(r"H(\(.*\))?", re.I), "'H' (hashed value) is a Jenkins extension, not POSIX cron"),
+    (re.compile(r"R", re.I), "'R' (random value) is a croniter extension, not POSIX cron"),
 )
 
 WallTimeKind = Literal["ordinary", "skipped", "repeated"]
@@ -103,6 +105,9 @@ class _Rule:
     def error(self, text: str, problem: str) -> CronError:
         return CronError(f"{self.name} field {text!r}: {problem}", field=self.name)
 
+
+# What each field's step restarts with, for error messages.
+_CYCLE = {"minute": "hour", "hour": "day", "day-of-month": "month", "month": "year", "day-of-week": "week"}
 
 _RULES = (
     _Rule("minute", 0, 59, {}),
@@ -253,6 +258,9 @@ def _parse_item(rule: _Rule, text: str, item: str) -> set[int]:
     """One list item: ``*``, ``N``, ``A-B``, each with an optional ``/STEP``."""
     if not item:
         raise rule.error(text, "empty item in a comma list")
+    for pattern, message in _EXTENSIONS:
+        if pattern.fullmatch(item.partition("/")[0]):
+            raise rule.error(text, message)
     base, slash, step_text = item.partition("/")
     step = _step(rule, text, step_text) if slash else 1
     if base == "*":
@@ -284,15 +292,6 @@ def _step(rule: _Rule, text: str, step_text: str) -> int:
     return int(step_text)
 
 
-_CYCLE = {
-    "minute": "hour",
-    "hour": "day",
-    "day-of-month": "month",
-    "month": "year",
-    "day-of-week": "week",
-}
-
-
 def _value(rule: _Rule, text: str, token: str) -> int:
     upper = token.upper()
     if upper in rule.names:
@@ -312,9 +311,6 @@ def _is_number(token: str) -> bool:
 def _not_a_value(rule: _Rule, token: str) -> str:
     if len(token) > 4 and token.isascii() and token.isdigit():
         return f"{token[:12]}... is out of range {rule.low}-{rule.high}"
-    for marker, message in _EXTENSIONS:
-        if marker in token.upper():
-            return message
     if not token:
         return "a value is missing (negative numbers and empty range ends are not allowed)"
     names = f" or a name such as {next(iter(rule.names))}" if rule.names else ""
@@ -521,9 +517,6 @@ def _sorted_unique(ticks: list[datetime]) -> list[datetime]:
     # Timsort is linear on these nearly sorted lists; set() would hash 50k datetimes.
     ticks = sorted(ticks)
     return [tick for i, tick in enumerate(ticks) if i == 0 or tick != ticks[i - 1]]
-
-
-_UNLIMITED = 2**62
 
 
 def _matching_dates(spec: CronSpec, first: date, last: date) -> Iterator[date]:

@@ -38,6 +38,10 @@ T0 = datetime(2027, 1, 1, tzinfo=UTC)
         ("0 0 * * 5#3", "day-of-week", "'#' (nth weekday)"),
         ("0 0 ? * *", "day-of-month", "'?' is Quartz's 'no specific value'; write '*'"),
         ("H * * * *", "minute", "'H' (hashed value) is a Jenkins extension"),
+        ("H(0-29) * * * *", "minute", "'H' (hashed value) is a Jenkins extension"),
+        ("0 0 * THU *", "month", "'THU' is not a number or a name such as JAN"),  # not the 'H' hint
+        ("0 0 * * JUL", "day-of-week", "'JUL' is not a number or a name such as SUN"),  # not the 'L' hint
+        ("0 0 * * MON#2", "day-of-week", "'#' (nth weekday)"),
         ("0 0 * * 5L", "day-of-week", "'L' (last)"),
         ("٣ * * * *", "minute", "'٣' is not a number"),
         ("² * * * *", "minute", "'²' is not a number"),
