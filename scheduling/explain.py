@@ -187,7 +187,7 @@ def _summary(spec: cron.CronSpec) -> str:
 
 
 def _time_phrase(spec: cron.CronSpec) -> str:
-    """ "at 02:00" for a few fixed times, else the minutes and the hours they cover."""
+    """A few fixed times as "at 02:00"; otherwise the minutes and the hours they cover."""
     if spec.fixed_time and len(spec.offsets) <= 4:
         return "at " + _and_list([f"{t:%H:%M}" for t in spec.times])
     minute = spec.fields[0]
@@ -213,7 +213,7 @@ def _day_phrase(spec: cron.CronSpec) -> str:
 
 
 def _plain(name: str, values: frozenset[int]) -> str:
-    """ "minute 5", "hours 9-17", "days 1 and 15": the unit and the values, no steps."""
+    """The unit and the values, no steps: minute 5, hours 9-17, days 1 and 15."""
     return f"{_UNITS[name][0 if len(values) == 1 else 1]} {_listing(name, values)}"
 
 
@@ -244,12 +244,12 @@ def _day_traps(spec: cron.CronSpec) -> list[Trap]:
     """Day-of-month and day-of-week: OR when both are restricted, AND behind a '*'."""
     dom, dow = spec.fields[2], spec.fields[4]
     if not spec.day_and:
-        only_dom = " ".join((*spec.fields[:3], spec.fields[3], "*"))
+        only_dom = " ".join((*spec.fields[:4], "*"))
         return [
             Trap(
                 "day-or",
                 f"day-of-month {dom!r} and day-of-week {dow!r} are both restricted, so they combine with OR: "
-                f"it runs on {_meaning('day-of-month', dom, spec.days)} of the month and on every "
+                f"it runs on {_plain('day-of-month', spec.days)} of the month and on every "
                 f"{_listing('day-of-week', spec.weekdays)}, not only when both match. To require both, "
                 f"schedule {only_dom!r} and check the weekday in the job.",
             )
