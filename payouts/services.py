@@ -103,7 +103,7 @@ def _pay_batch(
     *, batch: sql.RestaurantBatch, as_of: datetime, fence: int, job_run_id: int | None, now: datetime
 ) -> int:
     with transaction.atomic():
-        fence_check(PAYOUT_FENCE_RESOURCE, fence, now=now)
+        fence_check(PAYOUT_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
         weeks = payout_weeks_due(batch=batch, as_of=as_of)
         return sql.payouts_insert_due(batch=batch, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
 

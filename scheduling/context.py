@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from scheduling.fencing import fence_check
 from scheduling.models import JobRun, RunStatus
 from tiffin import clock
 
@@ -23,6 +24,11 @@ class RunContext:
     fence: int
     attempt: int
     trigger: str
+
+    def fence_check(self, resource: str) -> None:
+        """``scheduling.fencing.fence_check`` for this run: call it inside the transaction
+        of a write that must not happen twice."""
+        fence_check(resource, self.fence, now=clock.now(), run_id=self.run_id)
 
     def heartbeat(self) -> None:
         """Prove this run is alive; raise RunLostError if it is no longer ours.

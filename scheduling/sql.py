@@ -90,6 +90,17 @@ def lock_job(job_name: str) -> None:
         _execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_ADVISORY_NAMESPACE, job_name])
 
 
+def run_hold(run_id: int, fence: int) -> bool:
+    """Whether the run is still running under ``fence``; on PostgreSQL the row stays
+    share-locked until the caller's transaction ends (primary key lookup), so the abandon
+    sweep's conditional update waits for the write instead of racing it."""
+    lock = " FOR SHARE" if connection.vendor == "postgresql" else ""
+    rows = _execute(
+        f"SELECT 1 FROM job_runs WHERE id = %s AND status = 'running' AND fence = %s{lock}", [run_id, fence]
+    )
+    return bool(rows)
+
+
 def fence_advance(resource: str, token: int, now: datetime) -> bool:
     """Record ``token`` for ``resource`` if it is at least the highest seen; return
     whether it was accepted. The upsert takes the row lock, so concurrent writers of the

@@ -16,7 +16,7 @@ from scheduling.context import RunContext, RunLostError
 from scheduling.dispatch import tick_pass
 from scheduling.execution import runs_execute, runs_start
 from scheduling.fencing import StaleFenceError, fence_check
-from scheduling.models import JobRun, Misfire, Overlap, RunStatus, SkipReason
+from scheduling.models import Fence, JobRun, Misfire, Overlap, RunStatus, SkipReason
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
 from tests.engine import T0, drain_queue, make_job, queued_tasks
@@ -250,6 +250,35 @@ def test_an_abandoned_run_is_rerun_with_a_new_fence_and_the_old_fence_is_refused
         "started",
         "succeeded",
     ]
+
+
+@pytest.mark.django_db
+def test_a_lost_worker_is_refused_at_the_write_before_the_new_attempt_has_written():
+    job = make_job(timeout_seconds=300, backoff_seconds=60)
+    with registry.replaced(job):
+        schedules_register(now=T0)
+        with time_machine.travel(T0, tick=False):
+            run = _claim(job, 0)
+            [lost] = runs_start(job=job, run_ids=[run.id], now=T0, worker="frozen")
+        # Its token is still the highest the ledger has seen, but the run is abandoned.
+        assert tick_pass(now=T0 + timedelta(seconds=301)).abandoned == 1
+        with (
+            time_machine.travel(T0 + timedelta(seconds=302), tick=False),
+            pytest.raises(StaleFenceError, match=f"run {run.id} is no longer running"),
+            transaction.atomic(),
+        ):
+            lost.fence_check("ledger")
+    assert not Fence.objects.filter(resource="ledger").exists()
+
+
+@pytest.mark.django_db
+def test_a_running_run_passes_its_own_fence_check():
+    job = make_job()
+    with registry.replaced(job), time_machine.travel(T0, tick=False):
+        [ctx] = runs_start(job=job, run_ids=[_claim(job, 0).id], now=T0, worker="w")
+        with transaction.atomic():
+            ctx.fence_check("ledger")
+    assert Fence.objects.get(resource="ledger").token == ctx.fence
 
 
 @pytest.mark.django_db
