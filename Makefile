@@ -25,7 +25,6 @@ venv: $(STAMP) ## Create .venv and install the pinned requirements
 # The demo's instants, worked out when used (after the virtualenv exists). The seed ends
 # 20 minutes ago, so the orders it left unanswered are past their 10-minute deadline when
 # the jobs run, as of now.
-DEMO_NOW = $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 
 # The demo's simulated clock starts at 20:00 UTC on the Sunday before today, half an hour
 # before the weekly payout tick; the seeded history ends there too.
@@ -42,8 +41,8 @@ demo: $(STAMP) ## The main job end to end on the SQLite default: seed, then 3 se
 
 demo-jobs: $(STAMP) ## Run the jobs once, here, through their claims: catch up payouts, clean carts, cancel stale orders
 	LOG_LEVEL=WARNING $(PY) manage.py catch_up_payouts
-	LOG_LEVEL=WARNING $(PY) manage.py run_job clean-carts --sync --scheduled-for $(DEMO_NOW)
-	LOG_LEVEL=WARNING $(PY) manage.py run_job cancel-stale-orders --sync --scheduled-for $(DEMO_NOW)
+	LOG_LEVEL=WARNING $(PY) manage.py run_job clean-carts --sync
+	LOG_LEVEL=WARNING $(PY) manage.py run_job cancel-stale-orders --sync
 
 lint: $(STAMP) ## ruff lint and format check
 	$(BIN)/ruff check .

@@ -53,6 +53,17 @@ def job_latest_tick(*, job_name: str, at: datetime) -> datetime:
     return tick
 
 
+def job_tick_check(*, job_name: str, scheduled_for: datetime) -> None:
+    """Refuse an instant that is not a tick of the job's schedule (``run_job`` runs one
+    logical tick; a made-up instant would be a run no schedule ever asked for)."""
+    if job_latest_tick(job_name=job_name, at=scheduled_for) != scheduled_for:
+        job = registry.get(job_name)
+        raise SchedulingError(
+            f"{scheduled_for.isoformat()} is not a tick of {job_name!r} ({job.cron} in {job.timezone}); "
+            "list_jobs shows its next fire times"
+        )
+
+
 def run_claim_manual(
     *,
     job_name: str,
@@ -69,6 +80,8 @@ def run_claim_manual(
     run itself (``run_job --sync``); if it dies first, the requeue sweep picks it up.
     """
     job = registry.get(job_name)
+    if not job.is_cron:
+        raise SchedulingError(f"job {job_name!r} is a delayed job: its runs are created by code, one per subject")
     if scheduled_for > now:
         raise SchedulingError(f"{scheduled_for.isoformat()} is in the future; a run's logical time must have passed")
     schedules_ensure(now=now)

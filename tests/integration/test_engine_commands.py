@@ -26,16 +26,18 @@ def _call(*args: str) -> str:
 @pytest.fixture
 def every_ten_minutes():
     job = make_job("every-ten", cron="*/10 * * * *", handler=lambda ctx: {"tick": ctx.scheduled_for.isoformat()})
-    with registry.replaced(job):
+    with registry.replaced(job, make_job("later", delayed=True)):
         schedules_register(now=T0)
         yield job
 
 
 @pytest.mark.django_db
 def test_tick_claims_due_ticks_and_reports_them_as_json(every_ten_minutes):
-    report = json.loads(_call("tick", "--now", "2027-03-01T12:25:00Z", "--json"))
+    with time_machine.travel(T0 + timedelta(minutes=25), tick=False):
+        report = json.loads(_call("tick", "--now", "2027-03-01T12:25:00Z", "--json"))
+        again = _call("tick", "--now", "2027-03-01T12:25:00Z")
     assert [c["scheduled_for"] for c in report["claimed"]] == ["2027-03-01T12:10:00+00:00", "2027-03-01T12:20:00+00:00"]
-    assert "no cron tick to claim" in _call("tick", "--now", "2027-03-01T12:25:00Z")
+    assert "no cron tick to claim" in again
 
 
 @pytest.mark.django_db
@@ -57,6 +59,10 @@ def test_run_job_sync_runs_the_latest_tick_once(every_ten_minutes):
         (["run_job", "every-ten", "--scheduled-for", "last tuesday"], "not an ISO 8601 date-time"),
         (["run_job", "every-ten", "--scheduled-for", "2099-01-01T00:00:00Z"], "is in the future"),
         (["tick", "--now", "2027-13-01"], "not an ISO 8601 date-time"),
+        # A typo in the year would claim ticks that have not happened and block the real ones.
+        (["tick", "--now", "2037-03-01T12:30:00Z"], "is in the future"),
+        (["run_job", "every-ten", "--scheduled-for", "2027-03-01T11:55:00Z"], "is not a tick of 'every-ten'"),
+        (["run_job", "later", "--scheduled-for", "2027-03-01T11:50:00Z"], "is a delayed job"),
     ],
 )
 @pytest.mark.django_db
@@ -70,7 +76,8 @@ def test_bad_input_is_refused_with_a_clear_message_and_writes_nothing(every_ten_
 def test_list_jobs_shows_schedule_policies_next_fire_times_and_last_run(every_ten_minutes):
     with time_machine.travel(T0 + timedelta(minutes=5), tick=False):
         _call("run_job", "every-ten", "--scheduled-for", "2027-03-01T12:00:00Z", "--sync")
-        [job] = json.loads(_call("list_jobs", "--json"))
+        jobs = {job["name"]: job for job in json.loads(_call("list_jobs", "--json"))}
+        job = jobs["every-ten"]
         text = _call("list_jobs")
     assert job["next_fire_times"] == [
         "2027-03-01T12:10:00+00:00",
@@ -80,3 +87,20 @@ def test_list_jobs_shows_schedule_policies_next_fire_times_and_last_run(every_te
     assert job["last_run"]["status"] == RunStatus.SUCCEEDED
     assert (job["overlap"], job["misfire"]) == ("allow", "catch_up")
     assert "*/10 * * * * (UTC)" in text
+    assert jobs["later"]["next_fire_times"] == []
+
+
+def _fail(ctx):
+    raise ValueError("the bank said no")
+
+
+@pytest.mark.django_db
+def test_run_job_sync_exits_non_zero_when_the_run_fails():
+    with registry.replaced(make_job("flaky", cron="*/10 * * * *", handler=_fail)):
+        schedules_register(now=T0)
+        with (
+            time_machine.travel(T0 + timedelta(minutes=1), tick=False),
+            pytest.raises(CommandError, match="did not succeed: failed"),
+        ):
+            call_command("run_job", "flaky", "--sync", stdout=StringIO())
+    assert JobRun.objects.get().status == RunStatus.FAILED

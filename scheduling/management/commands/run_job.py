@@ -6,9 +6,9 @@ from django.core.management.base import CommandError, CommandParser
 
 from scheduling.execution import runs_execute, worker_name
 from scheduling.management.commands._base import JsonCommand, parse_instant
-from scheduling.models import JobRun
+from scheduling.models import JobRun, RunStatus
 from scheduling.registry import UnknownJobError
-from scheduling.services import SchedulingError, job_latest_tick, run_claim_manual
+from scheduling.services import SchedulingError, job_latest_tick, job_tick_check, run_claim_manual
 from tiffin import clock
 
 
@@ -32,6 +32,7 @@ class Command(JsonCommand):
                 if options["scheduled_for"]
                 else job_latest_tick(job_name=options["name"], at=now)
             )
+            job_tick_check(job_name=options["name"], scheduled_for=scheduled_for)
             run = run_claim_manual(
                 job_name=options["name"], scheduled_for=scheduled_for, now=now, enqueue=not options["sync"]
             )
@@ -44,6 +45,8 @@ class Command(JsonCommand):
             runs_execute(run_ids=[run.id], worker=worker_name())
             run.refresh_from_db()
         self.emit(options, _as_dict(run), _text(run, synced=options["sync"]))
+        if options["sync"] and run.status != RunStatus.SUCCEEDED:
+            raise CommandError(f"run {run.id} did not succeed: {run.status}")
 
     def _already_claimed(self, options: dict[str, Any], when: str) -> None:
         existing = JobRun.objects.filter(job_name=options["name"], subject="", scheduled_for=when).first()

@@ -5,8 +5,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from scheduling.dispatch import TickReport, tick_pass
-from scheduling.management.commands._base import JsonCommand, parse_instant
-from tiffin import clock
+from scheduling.management.commands._base import JsonCommand, parse_now
 
 
 class Command(JsonCommand):
@@ -20,7 +19,7 @@ class Command(JsonCommand):
         parser.add_argument("--now", help="ISO instant to treat as now (default: the clock)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        now = parse_instant(options["now"], option="--now") if options["now"] else clock.now()
+        now = parse_now(options["now"])
         report = tick_pass(now=now)
         self.emit(options, report.as_dict(), _text(report))
 
