@@ -11,6 +11,7 @@ and a tick that comes while the previous pass is still going is skipped too.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from orders.services import (
@@ -24,6 +25,8 @@ from scheduling.models import Misfire, Overlap
 from scheduling.registry import job
 from tiffin import clock
 
+logger = logging.getLogger(__name__)
+
 
 @job(CANCEL_STALE_ORDER_JOB, delayed=True, batch_size=200, max_attempts=5, backoff_seconds=10)
 def cancel_stale_order(batch: list[RunContext]) -> dict[str, Any]:
@@ -34,9 +37,28 @@ def cancel_stale_order(batch: list[RunContext]) -> dict[str, Any]:
     Each run is due at its order's deadline; ``cancelled_at`` is when it actually
     happened, read here at the edge.
     """
-    order_ids = [order_id_from_subject(ctx.subject) for ctx in batch]
+    order_ids, unrecognised = _order_ids(batch)
     cancelled = orders_cancel_unaccepted(order_ids=order_ids, now=clock.now())
-    return {"orders": len(order_ids), "cancelled": cancelled, "left_alone": len(order_ids) - cancelled}
+    return {
+        "orders": len(order_ids),
+        "cancelled": cancelled,
+        "left_alone": len(order_ids) - cancelled,
+        "unrecognised_subjects": unrecognised,
+    }
+
+
+def _order_ids(batch: list[RunContext]) -> tuple[list[int], list[str]]:
+    """The batch's order ids, and the subjects that name no order: one bad run must not
+    fail (and keep retrying) the whole batch of real cancellations it shares a task with."""
+    order_ids: list[int] = []
+    unrecognised: list[str] = []
+    for ctx in batch:
+        try:
+            order_ids.append(order_id_from_subject(ctx.subject))
+        except ValueError:
+            logger.warning("cancel-stale-order run %s has subject %r, which names no order", ctx.run_id, ctx.subject)
+            unrecognised.append(ctx.subject)
+    return order_ids, unrecognised
 
 
 @job(

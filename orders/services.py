@@ -154,11 +154,14 @@ def orders_cancel_unaccepted(*, order_ids: Sequence[int], now: datetime) -> int:
     One UPDATE for the whole batch, conditional on the status: an order accepted or
     rejected a moment earlier no longer matches and is left alone (on PostgreSQL a
     concurrent accept holding the row makes this wait, then re-read the row and skip it).
+    It also re-checks the deadline against ``now``, so a run dispatched early (a
+    scheduler whose clock runs ahead) cannot cancel an order whose time is not up.
     ``now`` is when the cancellation happens, read at the edge.
     """
     _require_aware(now, "now")
+    placed_before = now - timedelta(seconds=settings.ORDER_ACCEPT_TIMEOUT_SECONDS)
     return (
-        Order.objects.filter(id__in=order_ids, status=OrderStatus.PLACED)
+        Order.objects.filter(id__in=order_ids, status=OrderStatus.PLACED, placed_at__lte=placed_before)
         .order_by()
         .update(status=OrderStatus.CANCELLED, cancelled_at=now, cancel_reason=STALE_CANCEL_REASON)
     )

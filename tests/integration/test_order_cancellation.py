@@ -26,6 +26,7 @@ from scheduling.dispatch import tick_pass
 from scheduling.execution import runs_execute
 from scheduling.models import JobRun, RunStatus
 from scheduling.registry import registry
+from scheduling.services import run_schedule_delayed
 from tests.engine import drain_queue, queued_tasks
 
 PLACED_AT = datetime(2027, 3, 10, 12, 0, tzinfo=UTC)
@@ -88,7 +89,15 @@ def test_an_order_nobody_answered_is_cancelled_at_its_deadline(restaurant):
     assert status(order) == OrderStatus.CANCELLED
     assert (order.cancel_reason, order.cancelled_at) == (STALE_CANCEL_REASON, DEADLINE)
     run = cancellation_of(order)
-    assert (run.status, run.result) == (RunStatus.SUCCEEDED, {"orders": 1, "cancelled": 1, "left_alone": 0})
+    assert (run.status, run.result) == (
+        RunStatus.SUCCEEDED,
+        {
+            "orders": 1,
+            "cancelled": 1,
+            "left_alone": 0,
+            "unrecognised_subjects": [],
+        },
+    )
 
 
 @pytest.mark.django_db
@@ -97,7 +106,36 @@ def test_an_order_accepted_a_moment_before_its_deadline_is_not_cancelled(restaur
     order_accept(order_id=order.pk, now=DEADLINE - timedelta(milliseconds=1))
     run_due(DEADLINE)
     assert status(order) == OrderStatus.ACCEPTED
-    assert cancellation_of(order).result == {"orders": 1, "cancelled": 0, "left_alone": 1}
+    assert cancellation_of(order).result == {
+        "orders": 1,
+        "cancelled": 0,
+        "left_alone": 1,
+        "unrecognised_subjects": [],
+    }
+
+
+@pytest.mark.django_db
+def test_a_run_dispatched_early_by_a_fast_clock_does_not_cancel_before_the_deadline(restaurant):
+    order = place(restaurant)
+    # A scheduler whose clock runs 90 s ahead hands the run to a worker whose clock is right.
+    with registry.replaced(registry.get("cancel-stale-order")):
+        tick_pass(now=DEADLINE + timedelta(seconds=1))
+        with time_machine.travel(DEADLINE - timedelta(seconds=89), tick=False):
+            drain_queue()
+    assert status(order) == OrderStatus.PLACED
+    assert cancellation_of(order).result["left_alone"] == 1
+
+
+@pytest.mark.django_db
+def test_a_run_whose_subject_names_no_order_does_not_fail_its_batch(restaurant):
+    order = place(restaurant)
+    with registry.replaced(registry.get("cancel-stale-order")):
+        run_schedule_delayed(job_name="cancel-stale-order", subject="order:oops", scheduled_for=DEADLINE, now=PLACED_AT)
+    run_due(DEADLINE)
+    assert status(order) == OrderStatus.CANCELLED
+    runs = JobRun.objects.filter(job_name="cancel-stale-order")
+    assert {run.status for run in runs} == {RunStatus.SUCCEEDED}
+    assert runs.first().result["unrecognised_subjects"] == ["order:oops"]
 
 
 @pytest.mark.django_db
@@ -219,7 +257,12 @@ def test_an_accept_still_committing_at_the_deadline_wins_over_the_cancellation(r
     accepter.join()
     cancel.join()
     assert status(order) == OrderStatus.ACCEPTED
-    assert cancellation_of(order).result == {"orders": 1, "cancelled": 0, "left_alone": 1}
+    assert cancellation_of(order).result == {
+        "orders": 1,
+        "cancelled": 0,
+        "left_alone": 1,
+        "unrecognised_subjects": [],
+    }
 
 
 @pytest.mark.postgres
