@@ -223,7 +223,15 @@ def runs_requeue_stale(*, now: datetime) -> int:
 
 def next_wakeup(*, now: datetime) -> datetime:
     """The next instant a pass has work: the next cron tick of any job or the next due
-    run, whichever is first (the loop caps the sleep with SCHEDULER_POLL_SECONDS)."""
+    run, whichever is first (the loop caps the sleep with SCHEDULER_POLL_SECONDS).
+
+    A due run is not worth a pass of its own sooner than SCHEDULER_DUE_WINDOW_SECONDS
+    after this one: under a stream of delayed runs (an order placed every few ms, each
+    with its cancellation) waking for every next due run made the loop pass back to back,
+    each pass handing the workers a task of one or two runs. Waiting out the window costs
+    each run at most the window in lateness and lets one pass and one task take them all.
+    Cron ticks are never delayed by it.
+    """
     candidates = [now + timedelta(days=1)]
     for job in registry.cron_jobs():
         candidates += cron.next_ticks(job.cron, job.timezone, now, 1)
@@ -233,5 +241,5 @@ def next_wakeup(*, now: datetime) -> datetime:
         .aggregate(first=Min("due_at"))["first"]
     )
     if due is not None:
-        candidates.append(due)
+        candidates.append(max(due, now + timedelta(seconds=settings.SCHEDULER_DUE_WINDOW_SECONDS)))
     return min(candidates)

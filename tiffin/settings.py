@@ -146,6 +146,9 @@ SCHEDULER_LOOKBACK_SECONDS = env_int("SCHEDULER_LOOKBACK_SECONDS", 35 * 24 * 360
 SCHEDULER_MAX_TICKS_PER_PASS = env_int("SCHEDULER_MAX_TICKS_PER_PASS", 500, minimum=1)
 # Most due delayed runs and retries one pass enqueues (the loop comes back at once if full).
 SCHEDULER_DUE_BATCH = env_int("SCHEDULER_DUE_BATCH", 2000, minimum=1)
+# Delayed runs due within this long after a pass wait for the next one, so a stream of runs
+# due milliseconds apart is dispatched a few times a second in batches (cron ticks are exact).
+SCHEDULER_DUE_WINDOW_SECONDS = env_float("SCHEDULER_DUE_WINDOW_SECONDS", 0.25, minimum=0.0)
 # A run still 'enqueued' after this long gets another task (a lost task; duplicates are harmless).
 SCHEDULER_REQUEUE_AFTER_SECONDS = env_int("SCHEDULER_REQUEUE_AFTER_SECONDS", 600, minimum=1)
 # Seconds without a heartbeat after which a running run is abandoned (per job override).
