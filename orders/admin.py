@@ -43,6 +43,13 @@ class RestaurantAdmin(_RestaurantAdmin):
     def commission_percent(self, restaurant: Restaurant) -> str:
         return f"{restaurant.commission_rate * 100:.2f} %"
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Restaurant | None = None) -> tuple[str, ...]:
+        # Business weeks are cut in the restaurant's zone from its onboarding week: once a
+        # week is paid, moving either would cut new weeks across paid hours.
+        if obj is not None and obj.payouts.exists():
+            return ("timezone", "onboarded_at")
+        return ()
+
 
 @admin.register(Order)
 class OrderAdmin(_OrderAdmin):

@@ -20,7 +20,9 @@ Indexes:
   status = 'delivered': the orders of each pair are an index-only range scan (the count
   is of ``o.total``, which the index covers, not of ``o.id``, which it does not).
 - ``payout_one_per_restaurant_week`` (restaurant_id, period_start): the NOT EXISTS
-  probe and the ON CONFLICT arbiter.
+  probe (a range of at most two payouts: any payout overlapping the week, not only one
+  starting with it, so a restaurant whose zone or onboarding changed after it was paid
+  is never paid twice for the same hours) and the ON CONFLICT arbiter.
 - the primary key of ``orders_restaurant`` for the batch's ``id BETWEEN first AND last``
   (a range, not a list of ids: with 2,500 ids in an IN list, sending and planning the
   list cost more than a tenth of the whole batch).
@@ -37,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -64,7 +66,10 @@ _MONEY = {
     },
 }
 
-_WEEKS = "WITH weeks (zone, week_start_local, period_start, period_end) AS (VALUES {weeks})"
+_WEEKS = "WITH weeks (zone, week_start_local, period_start, period_end, overlap_from) AS (VALUES {weeks})"
+# No business week lasts longer than this (169 h in an autumn DST week), so a payout that
+# overlaps a week starts after the week's start minus it: it bounds the overlap probe.
+LONGEST_WEEK = timedelta(hours=169)
 
 # The due (restaurant, week) pairs of the batch: finished weeks from the onboarding week
 # on that have no payout yet.
@@ -74,7 +79,9 @@ _DUE = """
     {orders}
     WHERE r.id BETWEEN %s AND %s{{only}} AND r.is_active
       AND NOT EXISTS (
-          SELECT 1 FROM payouts_payout p WHERE p.restaurant_id = r.id AND p.period_start = w.period_start
+          SELECT 1 FROM payouts_payout p
+          WHERE p.restaurant_id = r.id AND p.period_start > w.overlap_from
+            AND p.period_start < w.period_end AND p.period_end > w.period_start
       )
 """
 _IN_WEEK = (
@@ -176,7 +183,7 @@ def _render(template: str, batch: RestaurantBatch, weeks: Sequence[BusinessWeek]
     vendor = "postgresql" if connection.vendor == "postgresql" else "sqlite"
     only = f" AND r.id IN ({', '.join(['%s'] * len(batch.only))})" if batch.only is not None else ""
     return template.format(
-        weeks=", ".join(["(%s, %s, %s, %s)"] * len(weeks)),
+        weeks=", ".join(["(%s, %s, %s, %s, %s)"] * len(weeks)),
         pairs=_PAIRS[vendor].format(inner=_MONEY[vendor]["inner"], only=only),
         outer=_MONEY[vendor]["outer"],
     )
@@ -185,7 +192,13 @@ def _render(template: str, batch: RestaurantBatch, weeks: Sequence[BusinessWeek]
 def _week_params(weeks: Sequence[BusinessWeek]) -> list[Any]:
     params: list[Any] = []
     for week in weeks:
-        params += [week.timezone, _adapt(week.week_start_local), _adapt(week.period_start), _adapt(week.period_end)]
+        params += [
+            week.timezone,
+            _adapt(week.week_start_local),
+            _adapt(week.period_start),
+            _adapt(week.period_end),
+            _adapt(week.period_start - LONGEST_WEEK),
+        ]
     return params
 
 

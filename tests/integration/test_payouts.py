@@ -19,6 +19,7 @@ import pytest
 import time_machine
 from django.core.management import call_command
 from django.db import transaction
+from django.db.models import Sum
 
 from orders.models import Order, OrderStatus, Restaurant
 from payouts.jobs import weekly_payouts
@@ -430,3 +431,34 @@ def _monday(day: date) -> date:
 
 def _local_midnight(day: date, zone: ZoneInfo) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=zone).astimezone(UTC)
+
+
+@pytest.mark.django_db
+def test_a_restaurant_moved_to_another_zone_after_payouts_is_never_paid_twice_for_the_same_hours():
+    london = _restaurant_paid_once_for_review()
+    paid = Payout.objects.filter(restaurant=london).aggregate(total=Sum("gross"))["total"]
+    Restaurant.objects.filter(id=london.id).update(timezone="Asia/Kolkata")
+    payouts_pay_due(as_of=TICKS[-1], fence=50, job_run_id=None, now=TICKS[-1])
+    weeks = list(Payout.objects.filter(restaurant=london).order_by("period_start"))
+    assert all(a.period_end <= b.period_start for a, b in itertools.pairwise(weeks))
+    assert Payout.objects.filter(restaurant=london).aggregate(total=Sum("gross"))["total"] == paid
+
+
+def _restaurant_paid_once_for_review():
+    restaurant = Restaurant.objects.create(
+        name="Moving Kitchen",
+        timezone="Europe/London",
+        commission_rate=Decimal("0.2000"),
+        onboarded_at=TICKS[0] - timedelta(days=21),
+    )
+    delivered = TICKS[0] - timedelta(days=3)
+    Order.objects.create(
+        restaurant=restaurant,
+        customer_ref="c-1",
+        total=Decimal("1800.00"),
+        status=OrderStatus.DELIVERED,
+        placed_at=delivered - timedelta(minutes=40),
+        delivered_at=delivered,
+    )
+    payouts_pay_due(as_of=TICKS[-1], fence=40, job_run_id=None, now=TICKS[-1])
+    return restaurant
