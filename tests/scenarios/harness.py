@@ -136,9 +136,6 @@ class Scenario:
         self.db = db
         self.fleet = fleet
 
-    def environment(self, clock: SimulatedTime, *, skew: float = 0.0, **extra: str) -> dict[str, str]:
-        return {**clock.environment(skew=skew), **extra}
-
     def manage(
         self, *args: str, clock: SimulatedTime | None = None, env: Mapping[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
