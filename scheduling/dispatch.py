@@ -155,19 +155,28 @@ def runs_abandon_silent(*, now: datetime) -> tuple[int, int]:
     """
     abandoned = dead = 0
     for job in registry.all():
+        # A job that heartbeats must do so every timeout_seconds; for any other job the
+        # timeout bounds the whole run, whatever it reports on the way.
+        sign_of_life = "heartbeat_at" if job.heartbeat else "started_at"
         cutoff = now - timedelta(seconds=job.timeout_seconds)
         with transaction.atomic():
             silent = list(
                 JobRun.objects.select_for_update(skip_locked=True).filter(
-                    job_name=job.name, status=RunStatus.RUNNING, heartbeat_at__lt=cutoff
+                    job_name=job.name, status=RunStatus.RUNNING, **{f"{sign_of_life}__lt": cutoff}
                 )
             )
             for run in silent:
-                message = f"no heartbeat since {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC from {run.worker or '?'}"
+                message = _silence(run, heartbeat=job.heartbeat)
                 outcome = runs_fail(job=job, runs=[run], now=now, error=message, abandoned=True)
                 abandoned += outcome == RunStatus.ABANDONED
                 dead += outcome == RunStatus.DEAD
     return abandoned, dead
+
+
+def _silence(run: JobRun, *, heartbeat: bool) -> str:
+    if heartbeat:
+        return f"no heartbeat since {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC from {run.worker or '?'}"
+    return f"still running past its timeout (started {run.started_at:%Y-%m-%d %H:%M:%S} UTC on {run.worker or '?'})"
 
 
 def runs_enqueue_due(*, now: datetime, paused: set[str]) -> tuple[int, bool]:
@@ -177,26 +186,30 @@ def runs_enqueue_due(*, now: datetime, paused: set[str]) -> tuple[int, bool]:
     index job_run_due serves the WHERE status IN (...) AND due_at <= now ORDER BY due_at.
     """
     limit = settings.SCHEDULER_DUE_BATCH
+    # Only declared, unpaused jobs, in the query itself: rows of a job no longer declared
+    # (renamed, removed) would otherwise take the batch's slots on every pass.
+    active = [job.name for job in registry.all() if job.name not in paused]
     with transaction.atomic():
         due = list(
             JobRun.objects.select_for_update(skip_locked=True)
-            .filter(status__in=DUE_STATUSES, due_at__lte=now)
-            .exclude(job_name__in=paused)
+            .filter(status__in=DUE_STATUSES, due_at__lte=now, job_name__in=active)
             .order_by("due_at")[:limit]
         )
-        known = [run for run in due if registry.has(run.job_name)]
-        JobRun.objects.filter(id__in=[run.id for run in known]).update(status=RunStatus.ENQUEUED, enqueued_at=now)
-        for job_name, runs in itertools.groupby(sorted(known, key=lambda r: r.job_name), key=lambda r: r.job_name):
-            _enqueue_batches(registry.get(job_name), [run.id for run in runs])
-        for run in known:
+        JobRun.objects.filter(id__in=[run.id for run in due]).update(status=RunStatus.ENQUEUED, enqueued_at=now)
+        _enqueue_by_job(due)
+        for run in due:
             run.status = RunStatus.ENQUEUED
-        runs_record(known, kind="enqueued", now=now)
-    return len(known), len(due) == limit
+        runs_record(due, kind="enqueued", now=now)
+    return len(due), len(due) == limit
 
 
-def _enqueue_batches(job: Job, run_ids: list[int]) -> None:
-    for start in range(0, len(run_ids), job.batch_size):
-        enqueue_runs(job_name=job.name, run_ids=run_ids[start : start + job.batch_size])
+def _enqueue_by_job(runs: list[JobRun]) -> None:
+    """One task per job and batch_size runs (a delayed job's batch handler takes many)."""
+    for job_name, group in itertools.groupby(sorted(runs, key=lambda r: r.job_name), key=lambda r: r.job_name):
+        job = registry.get(job_name)
+        run_ids = [run.id for run in group]
+        for start in range(0, len(run_ids), job.batch_size):
+            enqueue_runs(job_name=job.name, run_ids=run_ids[start : start + job.batch_size])
 
 
 def runs_requeue_stale(*, now: datetime) -> int:
@@ -210,13 +223,11 @@ def runs_requeue_stale(*, now: datetime) -> int:
     with transaction.atomic():
         stale = list(
             JobRun.objects.select_for_update(skip_locked=True)
-            .filter(status=RunStatus.ENQUEUED, enqueued_at__lt=cutoff)
+            .filter(status=RunStatus.ENQUEUED, enqueued_at__lt=cutoff, job_name__in=[j.name for j in registry.all()])
             .order_by("enqueued_at")[: settings.SCHEDULER_DUE_BATCH]
         )
-        stale = [run for run in stale if registry.has(run.job_name)]
         JobRun.objects.filter(id__in=[run.id for run in stale]).update(enqueued_at=now)
-        for run in stale:
-            enqueue_runs(job_name=run.job_name, run_ids=[run.id])
+        _enqueue_by_job(stale)
         runs_record(stale, kind="requeued", now=now)
     return len(stale)
 

@@ -297,3 +297,32 @@ def test_delayed_runs_are_enqueued_in_batches_when_due():
             drain_queue()
     assert sorted(len(batch) for batch in seen) == [1, 3, 3]
     assert JobRun.objects.filter(status=RunStatus.SUCCEEDED).count() == 7
+
+
+@override_settings(SCHEDULER_DUE_BATCH=3)
+@pytest.mark.django_db
+def test_due_runs_of_a_job_no_longer_declared_do_not_block_the_others():
+    gone = make_job("renamed-away", delayed=True)
+    here = make_job("still-here", delayed=True)
+    with registry.replaced(gone):
+        for n in range(3):
+            services.run_schedule_delayed(job_name=gone.name, subject=f"x:{n}", scheduled_for=T0, now=T0)
+    with registry.replaced(here):
+        services.run_schedule_delayed(job_name=here.name, subject="y:1", scheduled_for=T0, now=T0)
+        report = tick_pass(now=T0 + timedelta(minutes=1))
+    assert (report.enqueued_due, report.more_due) == (1, False)
+    assert JobRun.objects.get(job_name=here.name).status == RunStatus.ENQUEUED
+    assert set(JobRun.objects.filter(job_name=gone.name).values_list("status", flat=True)) == {RunStatus.SCHEDULED}
+
+
+@pytest.mark.parametrize(("heartbeat", "abandoned"), [(True, 0), (False, 1)])
+@pytest.mark.django_db
+def test_only_a_job_that_heartbeats_extends_its_lease_by_heartbeating(heartbeat, abandoned):
+    job = make_job(timeout_seconds=300, heartbeat=heartbeat)
+    with registry.replaced(job):
+        schedules_register(now=T0)
+        with time_machine.travel(T0, tick=False):
+            [ctx] = runs_start(job=job, run_ids=[_claim(job, 0).id], now=T0, worker="w")
+        with time_machine.travel(T0 + timedelta(seconds=250), tick=False):
+            ctx.heartbeat()
+        assert tick_pass(now=T0 + timedelta(seconds=400)).abandoned == abandoned
