@@ -51,7 +51,7 @@ def test_every_order_unanswered_in_time_is_cancelled_once_and_no_accepted_one_is
 
     statuses = db.counts(f"SELECT status, count(*) FROM orders_order WHERE {RUSH} GROUP BY status")
     assert sum(statuses.values()) == answered["placed"] >= RUSH_MINUTES * PER_MINUTE * 0.6
-    assert statuses["accepted"] == answered["accepted"] >= 0.6 * answered["placed"]
+    assert statuses["accepted"] == answered["accepted"] >= 0.5 * answered["placed"]
     assert statuses.get("rejected", 0) == answered["rejected"]
     # What nobody answered in time, and only that, was cancelled.
     assert statuses["cancelled"] == answered["unanswered"] + answered["late answer refused"]
