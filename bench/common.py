@@ -52,7 +52,17 @@ def database_create(name: str) -> str:
         conn.execute(pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(dbname)))
     url = database_url(name)
     manage("migrate", "--noinput", "--verbosity", "0", "--skip-checks", url=url)
+    SERVER_STARTS.setdefault("first", server_started_at())
     return url
+
+
+# When the server started: a benchmark during which it restarted measured nothing useful
+# (other test suites on a shared machine may restart it), so its report fails.
+SERVER_STARTS: dict[str, Any] = {}
+
+
+def server_started_at() -> Any:
+    return sql_value(f"{SERVER_URL}/postgres", "SELECT pg_postmaster_start_time()")
 
 
 def manage(*args: str, url: str, **env: str) -> None:
@@ -147,9 +157,41 @@ class Child:
                 self.popen.wait()
         return self.popen.returncode
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) of this process and every descendant, alive or reaped.
+
+        Unlike wall-clock figures it hardly moves when other work shares the machine, so it
+        compares the cost of two designs even on a busy host. Read it before ``stop``.
+        """
+        return sum(_cpu(pid) for pid in [self.popen.pid, *_descendants(self.popen.pid)])
+
     def tail(self, lines: int = 30) -> str:
         text = self.log.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
+
+
+def _stat(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _cpu(pid: int) -> float:
+    """utime + stime + cutime + cstime of ``pid`` in seconds (0 if it is gone)."""
+    fields = _stat(pid)
+    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK") if fields else 0.0
+
+
+def _descendants(pid: int) -> list[int]:
+    pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+    parents = {p: int(fields[1]) for p in pids if (fields := _stat(p))}
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
 
 
 def child_start(name: str, args: Sequence[str], *, env: dict[str, str], logs: Path) -> Child:
@@ -255,6 +297,8 @@ class Report:
 
     def finish(self) -> int:
         """Print the table, write bench/results/<name>.json; return the exit code."""
+        if "first" in SERVER_STARTS and server_started_at() != SERVER_STARTS["first"]:
+            self.add(Row("PostgreSQL restarted during the run", "", "yes", None, None, "no", False))
         text = self.render()
         print(text, flush=True)
         RESULTS.mkdir(parents=True, exist_ok=True)
