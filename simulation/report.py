@@ -221,21 +221,36 @@ def _orders_check(window_end: datetime, *, tolerance: timedelta) -> OrderCheck:
     check = OrderCheck()
     timeout = timedelta(seconds=settings.ORDER_ACCEPT_TIMEOUT_SECONDS)
     earliest = timeout - tolerance
-    retrying = _orders_with_pending_retry(window_end)
+    waiting = _orders_explained_waiting(window_end)
     for order in Order.objects.filter(customer_ref__startswith=TRAFFIC_CUSTOMERS):
         check.statuses[order.status] = check.statuses.get(order.status, 0) + 1
         check.accepted_and_cancelled += order.accepted_at is not None and order.cancelled_at is not None
         check.cancelled_early += order.cancelled_at is not None and order.cancelled_at < order.placed_at + earliest
         overdue = order.status == OrderStatus.PLACED and order.placed_at + timeout <= window_end
-        check.overdue_unanswered += overdue and order.pk not in retrying
+        check.overdue_unanswered += overdue and order.pk not in waiting
     return check
 
 
-def _orders_with_pending_retry(window_end: datetime) -> set[int]:
-    subjects = JobRun.objects.filter(
-        job_name="cancel-stale-order", status__in=RETRY_STATUSES, due_at__gt=window_end
-    ).values_list("subject", flat=True)
-    return {int(subject.split(":", 1)[1]) for subject in subjects}
+def _orders_explained_waiting(window_end: datetime) -> set[int]:
+    """Orders still unanswered past their deadline for a reason the design gives:
+
+    - their cancellation run failed and its retry is due after the window closed;
+    - their run was handed out early (a scheduler's clock ran ahead), so the worker left
+      the order alone, and the safety net's next tick, which would cancel it, had not come
+      when the window closed.
+    """
+    net: datetime | None = JobRun.objects.filter(job_name="cancel-stale-orders", status=RunStatus.SUCCEEDED).aggregate(
+        as_of=Max("scheduled_for")
+    )["as_of"]
+    waiting = set()
+    for subject, status, due_at, started_at, scheduled_for in JobRun.objects.filter(
+        job_name="cancel-stale-order"
+    ).values_list("subject", "status", "due_at", "started_at", "scheduled_for"):
+        retrying = status in RETRY_STATUSES and due_at > window_end
+        early = started_at is not None and started_at < scheduled_for and (net is None or scheduled_for > net)
+        if retrying or early:
+            waiting.add(int(subject.split(":", 1)[1]))
+    return waiting
 
 
 def _lateness() -> dict[str, float]:

@@ -25,7 +25,7 @@ def probe_charge(*, ctx: RunContext, now: datetime, guarded: bool) -> bool:
     unguarded one counts every execution, which is what the fault-free scenarios measure.
     """
     with transaction.atomic():
-        fence_check(f"probe:{ctx.job_name}:{ctx.scheduled_for.isoformat()}", ctx.fence, now=now)
+        fence_check(f"probe:{ctx.job_name}:{ctx.scheduled_for.isoformat()}", ctx.fence, now=now, run_id=ctx.run_id)
         charged = ProbeCharge.objects.filter(job_name=ctx.job_name, scheduled_for=ctx.scheduled_for)
         if guarded and charged.exists():
             return False

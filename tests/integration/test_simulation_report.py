@@ -160,6 +160,26 @@ def test_an_order_cancelled_before_its_deadline_breaks_the_invariant_unless_skew
     assert simulation_report(extra_problems=[], clock_skew=90).ok
 
 
+def test_an_order_left_unanswered_past_its_deadline_is_a_miss_unless_the_design_explains_it(
+    window: list[datetime], order_factory: Any
+) -> None:
+    for tick in window:
+        _run(tick)
+    order = order_factory(OrderStatus.PLACED, placed_at=T0)
+    Order.objects.filter(pk=order.pk).update(customer_ref="rush-00001")
+    cancellation = JobRun.objects.get(job_name="cancel-stale-order", subject=f"order:{order.pk}")
+    deadline = cancellation.scheduled_for
+    assert simulation_report(extra_problems=[]).orders.overdue_unanswered == 1
+    # Handed out early by a fast scheduler clock: the worker left the order to the safety net.
+    JobRun.objects.filter(pk=cancellation.pk).update(
+        status=RunStatus.SUCCEEDED, started_at=deadline - timedelta(seconds=30), finished_at=deadline
+    )
+    assert simulation_report(extra_problems=[]).orders.overdue_unanswered == 0
+    # ... but once a safety-net tick as of the deadline succeeded, nothing explains it.
+    _run(deadline + timedelta(minutes=5), job_name="cancel-stale-orders")
+    assert simulation_report(extra_problems=[]).orders.overdue_unanswered == 1
+
+
 def test_reset_forgets_the_engine_state_and_keeps_the_orders(window: list[datetime], order_factory: Any) -> None:
     run = _run(window[0])
     ProbeCharge.objects.create(
