@@ -4,7 +4,6 @@ run's logical time; a cart touched while it runs is never deleted."""
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -19,6 +18,7 @@ from carts.services import CartNotFoundError, cart_add_item, cart_create, carts_
 from scheduling.execution import runs_execute
 from scheduling.models import RunStatus
 from scheduling.services import run_claim_manual
+from tests.locks import wait_until_blocked
 
 TICK = datetime(2027, 3, 10, 2, 0, tzinfo=UTC)  # a clean-carts tick
 CUTOFF = TICK - timedelta(days=7)
@@ -89,21 +89,6 @@ def test_it_works_in_short_batches(settings):
     assert Cart.objects.count() == 1
 
 
-def _wait_until_blocked(waiting: int = 1, timeout: float = 10.0) -> None:
-    """Wait until ``waiting`` other backends of this database wait on a lock."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-            )
-            if cursor.fetchone()[0] >= waiting:
-                return
-        time.sleep(0.01)
-    raise AssertionError("no backend started waiting for the lock")
-
-
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_cart_being_changed_while_the_clean_up_runs_is_not_deleted():
@@ -167,7 +152,7 @@ def test_a_change_that_arrives_during_a_batch_waits_and_finds_the_cart_gone(monk
     cleaner.start()
     assert items_deleted.wait(10)
     shopper.start()
-    _wait_until_blocked()  # the customer's touch waits for the batch's row lock
+    wait_until_blocked()  # the customer's touch waits for the batch's row lock
     release.set()
     cleaner.join()
     shopper.join()

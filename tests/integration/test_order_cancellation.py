@@ -5,7 +5,6 @@ whose run is missing or dead."""
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -28,6 +27,7 @@ from scheduling.models import JobRun, RunStatus
 from scheduling.registry import registry
 from scheduling.services import run_schedule_delayed
 from tests.engine import drain_queue, queued_tasks
+from tests.locks import wait_until_blocked
 
 PLACED_AT = datetime(2027, 3, 10, 12, 0, tzinfo=UTC)
 DEADLINE = PLACED_AT + timedelta(minutes=10)
@@ -216,20 +216,6 @@ def test_the_safety_net_works_through_every_batch(restaurant):
 # --- Concurrency (PostgreSQL) -------------------------------------------------------------
 
 
-def _wait_until_blocked(timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-            )
-            if cursor.fetchone()[0]:
-                return
-        time.sleep(0.01)
-    raise AssertionError("no backend started waiting for the lock")
-
-
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_an_accept_still_committing_at_the_deadline_wins_over_the_cancellation(restaurant):
@@ -255,7 +241,7 @@ def test_an_accept_still_committing_at_the_deadline_wins_over_the_cancellation(r
     accepter.start()
     assert accepting.wait(10)
     cancel.start()
-    _wait_until_blocked()  # the cancellation's UPDATE waits for the accept's row lock
+    wait_until_blocked()  # the cancellation's UPDATE waits for the accept's row lock
     commit.set()
     accepter.join()
     cancel.join()
