@@ -154,7 +154,10 @@ def runs_abandon_silent(*, now: datetime) -> tuple[int, int]:
     attempts, it is dead. Returns (abandoned, dead).
     """
     abandoned = dead = 0
+    suspects = _jobs_with_long_runs(now=now)
     for job in registry.all():
+        if job.name not in suspects:
+            continue
         # A job that heartbeats must do so every timeout_seconds; for any other job the
         # timeout bounds the whole run, whatever it reports on the way.
         sign_of_life = "heartbeat_at" if job.heartbeat else "started_at"
@@ -171,6 +174,24 @@ def runs_abandon_silent(*, now: datetime) -> tuple[int, int]:
                 abandoned += outcome == RunStatus.ABANDONED
                 dead += outcome == RunStatus.DEAD
     return abandoned, dead
+
+
+def _jobs_with_long_runs(*, now: datetime) -> set[str]:
+    """The jobs with a run started longer ago than the shortest timeout: the only ones
+    that can have a silent run (a heartbeat is never older than the start).
+
+    One query without locks for every job (the partial index job_run_live holds exactly
+    the enqueued and running runs), so a pass with nothing silent, nearly every pass,
+    costs one round trip here instead of a transaction per job. Under a stream of due
+    runs the loop passes several times a second, and on a busy machine every round trip
+    waits for a CPU (bench/cancellations.py).
+    """
+    jobs = registry.all()
+    if not jobs:
+        return set()
+    earliest = now - timedelta(seconds=min(job.timeout_seconds for job in jobs))
+    started_long_ago = JobRun.objects.filter(status=RunStatus.RUNNING, started_at__lt=earliest)
+    return set(started_long_ago.order_by().values_list("job_name", flat=True).distinct())
 
 
 def _silence(run: JobRun, *, heartbeat: bool) -> str:
