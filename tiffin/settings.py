@@ -78,6 +78,13 @@ TEMPLATES = [
 # postgres:// URL. See tiffin.env.database_from_url for the SQLite options.
 DATABASE_URL = env_str("DATABASE_URL", "sqlite:///db/tiffin.sqlite3")
 DATABASES = {"default": database_from_url(DATABASE_URL, base_dir=BASE_DIR)}
+# Seconds a connection is kept for reuse; 0 closes it after each request, task and broker
+# poll. Long-lived worker processes do better with 60: django-q2's ORM broker otherwise
+# opens a new connection for every poll (ten a second, idle or not) and every task starts
+# on a fresh backend (bench/cancellations.py runs its workers that way). Health checks
+# replace a connection that died (a database restart) before it is reused.
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 0, minimum=0)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The payout index INCLUDEs total for index-only scans on PostgreSQL; SQLite ignores it.
 SILENCED_SYSTEM_CHECKS = ["models.W040"]
