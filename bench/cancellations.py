@@ -20,7 +20,9 @@ Lateness of a cancellation = ``cancelled_at - (placed_at + 10 s)``. After the la
 deadline each side gets up to ``--drain`` seconds to finish; what is still not cancelled
 then counts as missed, and its lateness as at least that long. Goals (project): p99
 lateness under 2 s, no order missed, none cancelled early or after its restaurant
-accepted it, and the load really applied (at least 190 orders per second placed).
+accepted it, and the load really applied (at least 190 orders per second placed). Both
+workers keep their database connections (DATABASE_CONN_MAX_AGE=60, as recommended for
+worker processes in .env.example).
 
     python -m bench.cancellations [--rate 200] [--seconds 60] [--drain 45]
 """
@@ -184,7 +186,9 @@ def phase(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         "SELECT 'Bench restaurant ' || i, 'Asia/Kolkata', 0.15, now(), true FROM generate_series(1, %s) AS i",
         [RESTAURANTS],
     )
-    env = child_env(url, ORDER_ACCEPT_TIMEOUT_SECONDS=str(TIMEOUT_SECONDS))
+    # Both workers keep their connections (the recommended setting for worker processes;
+    # with 0, django-q2's broker reconnects on every poll and every task).
+    env = child_env(url, ORDER_ACCEPT_TIMEOUT_SECONDS=str(TIMEOUT_SECONDS), DATABASE_CONN_MAX_AGE="60")
     if mode == "project":
         worker = [PYTHON, "manage.py", "worker"]
     else:
@@ -332,6 +336,7 @@ def report(args: argparse.Namespace, project: dict[str, Any], reference: dict[st
     rep.note(
         f"placers fell behind schedule by at most {mine['lag']:.2f} s (project), {theirs['lag']:.2f} s (reference)"
     )
+    rep.note("both workers and the placers run with DATABASE_CONN_MAX_AGE=60 (persistent connections)")
     rep.note("worker CPU: user + system seconds of the worker process and its children, start to end of drain")
     rep.note("django-q2 1.11.1 runs its scheduler about every 30 s (hard-coded), handling every due schedule at once")
     for error in (mine["errors"] + theirs["errors"])[:3]:
