@@ -56,7 +56,7 @@ test-postgres: $(STAMP) scenario-deps
 	DATABASE_URL=$(PG_URL) $(BIN)/pytest -p no:cacheprovider
 
 test-sqlite: $(STAMP)
-	DATABASE_URL=$(SQLITE_TEST_URL) $(BIN)/pytest -p no:cacheprovider -m "not postgres and not browser"
+	DATABASE_URL=$(SQLITE_TEST_URL) $(BIN)/pytest -p no:cacheprovider -m "not postgres and not browser and not scenario"
 
 screenshots: $(STAMP) browser-deps ## Rewrite docs/dashboard.png and docs/explainer.png from the browser tests
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
