@@ -148,18 +148,20 @@ def order_cancel(*, order_id: int, now: datetime, reason: str) -> Order:
     return _transition(_CANCEL, order_id=order_id, now=now, cancel_reason=reason)
 
 
-def orders_cancel_unaccepted(*, order_ids: Sequence[int], now: datetime) -> int:
+def orders_cancel_unaccepted(*, order_ids: Sequence[int], now: datetime, as_of: datetime | None = None) -> int:
     """Cancel those of ``order_ids`` that are still ``placed``; return how many.
 
     One UPDATE for the whole batch, conditional on the status: an order accepted or
     rejected a moment earlier no longer matches and is left alone (on PostgreSQL a
     concurrent accept holding the row makes this wait, then re-read the row and skip it).
-    It also re-checks the deadline against ``now``, so a run dispatched early (a
-    scheduler whose clock runs ahead) cannot cancel an order whose time is not up.
-    ``now`` is when the cancellation happens, read at the edge.
+    It also re-checks the deadline against ``as_of`` (default ``now``), so a delayed run
+    dispatched early (a scheduler whose clock runs ahead) cannot cancel an order whose
+    time is not up by this worker's clock; the safety net passes its tick's logical time,
+    so it cancels exactly the orders it selected as overdue. ``now`` is when the
+    cancellation happens, read at the edge.
     """
     _require_aware(now, "now")
-    placed_before = now - timedelta(seconds=settings.ORDER_ACCEPT_TIMEOUT_SECONDS)
+    placed_before = (as_of or now) - timedelta(seconds=settings.ORDER_ACCEPT_TIMEOUT_SECONDS)
     return (
         Order.objects.filter(id__in=order_ids, status=OrderStatus.PLACED, placed_at__lte=placed_before)
         .order_by()
@@ -181,7 +183,7 @@ def orders_cancel_overdue(*, as_of: datetime, now: datetime, batch_size: int = 5
     while True:
         with transaction.atomic():
             ids = _overdue_order_ids(cutoff=cutoff, limit=batch_size)
-            cancelled += orders_cancel_unaccepted(order_ids=ids, now=now)
+            cancelled += orders_cancel_unaccepted(order_ids=ids, now=now, as_of=as_of)
         if len(ids) < batch_size:
             return cancelled
 

@@ -280,3 +280,18 @@ def test_the_safety_net_skips_an_order_someone_holds_and_does_not_wait_for_it(re
     assert cancelled == 1
     assert (status(held), status(free)) == (OrderStatus.PLACED, OrderStatus.CANCELLED)
     assert orders_cancel_overdue(as_of=DEADLINE, now=DEADLINE) == 1  # the next pass takes it
+
+
+@pytest.mark.django_db
+def test_the_safety_net_cancels_an_order_an_early_run_left_alone_even_if_its_worker_clock_lags(restaurant):
+    order = place(restaurant)
+    with registry.replaced(registry.get("cancel-stale-order")):
+        tick_pass(now=DEADLINE + timedelta(seconds=1))
+        with time_machine.travel(DEADLINE - timedelta(seconds=60), tick=False):
+            drain_queue()  # handed out early: left alone
+    assert status(order) == OrderStatus.PLACED
+    net_tick = DEADLINE + timedelta(seconds=30)
+    # The net's tick is past the deadline; the worker running it lags 90 s behind it.
+    cancelled = orders_cancel_overdue(as_of=net_tick, now=net_tick - timedelta(seconds=90))
+    assert cancelled == 1
+    assert status(order) == OrderStatus.CANCELLED
