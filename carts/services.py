@@ -20,10 +20,10 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
-from django.utils import timezone as dj_timezone
 
 from carts import sql
 from carts.models import Cart, CartItem
+from tiffin.validators import require_aware
 
 _SKU_MAX = CartItem._meta.get_field("sku").max_length or 64
 _CUSTOMER_REF_MAX = Cart._meta.get_field("customer_ref").max_length or 64
@@ -47,7 +47,7 @@ class CartItemNotFoundError(CartError, LookupError):
 
 
 def cart_create(*, customer_ref: str, now: datetime) -> Cart:
-    _require_aware(now)
+    require_aware(now, "now")
     if not customer_ref or len(customer_ref) > _CUSTOMER_REF_MAX:
         raise ValidationError({"customer_ref": f"customer_ref must be 1 to {_CUSTOMER_REF_MAX} characters"})
     return Cart.objects.create(customer_ref=customer_ref, created_at=now, updated_at=now)
@@ -55,7 +55,7 @@ def cart_create(*, customer_ref: str, now: datetime) -> Cart:
 
 def cart_touch(*, cart_id: int, now: datetime) -> None:
     """Record activity on the cart at ``now`` (never earlier than what is stored)."""
-    _require_aware(now)
+    require_aware(now, "now")
     changed = Cart.objects.filter(pk=cart_id).update(updated_at=Greatest(F("updated_at"), Value(now)))
     if changed != 1:
         raise CartNotFoundError(cart_id)
@@ -104,12 +104,6 @@ def _check_item(*, sku: str, quantity: int, unit_price: Decimal) -> None:
         errors["unit_price"] = f"unit price {unit_price} has fractions of a cent"
     if errors:
         raise ValidationError(errors)
-
-
-def _require_aware(now: datetime) -> None:
-    # A naive datetime would be read as UTC by Django with only a warning; refuse it loudly.
-    if dj_timezone.is_naive(now):
-        raise ValueError(f"now must be an aware datetime, got naive {now.isoformat()}")
 
 
 # --- The nightly clean-up ----------------------------------------------------------------

@@ -38,14 +38,13 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import CharField, Exists, OuterRef, Value
 from django.db.models.functions import Cast, Concat
-from django.utils import timezone as dj_timezone
 
 from orders.errors import OrderError, OrderNotFoundError, OrderTransitionError
 from orders.models import Order, OrderStatus, Restaurant
 from orders.selectors import order_status_get
 from scheduling.models import JobRun, RunStatus
 from scheduling.services import run_schedule_delayed
-from tiffin.validators import validate_time_zone
+from tiffin.validators import require_aware, validate_time_zone
 
 CANCEL_STALE_ORDER_JOB = "cancel-stale-order"
 STALE_CANCEL_REASON = "not accepted in time"
@@ -81,7 +80,7 @@ _CANCEL = _Transition("cancelled", (OrderStatus.PLACED,), OrderStatus.CANCELLED,
 
 def restaurant_create(*, name: str, timezone: str, commission_rate: Decimal, onboarded_at: datetime) -> Restaurant:
     """Create a restaurant; a bad name, zone or rate raises ValidationError (per field)."""
-    _require_aware(onboarded_at, "onboarded_at")
+    require_aware(onboarded_at, "onboarded_at")
     errors = _restaurant_errors(name=name, timezone=timezone, commission_rate=commission_rate)
     if errors:
         raise ValidationError(errors)
@@ -93,7 +92,7 @@ def restaurant_create(*, name: str, timezone: str, commission_rate: Decimal, onb
 def order_place(*, restaurant: Restaurant, customer_ref: str, total: Decimal, now: datetime) -> Order:
     """Place an order at ``now``. Amounts are stored as given: a total with fractions of a
     cent is refused rather than rounded, so the amount charged is the amount stored."""
-    _require_aware(now, "now")
+    require_aware(now, "now")
     errors = _order_errors(customer_ref=customer_ref, total=total)
     if errors:
         raise ValidationError(errors)
@@ -160,7 +159,7 @@ def orders_cancel_unaccepted(*, order_ids: Sequence[int], now: datetime, as_of: 
     so it cancels exactly the orders it selected as overdue. ``now`` is when the
     cancellation happens, read at the edge.
     """
-    _require_aware(now, "now")
+    require_aware(now, "now")
     placed_before = (as_of or now) - timedelta(seconds=settings.ORDER_ACCEPT_TIMEOUT_SECONDS)
     return (
         Order.objects.filter(id__in=order_ids, status=OrderStatus.PLACED, placed_at__lte=placed_before)
@@ -208,7 +207,7 @@ def _overdue_order_ids(*, cutoff: datetime, limit: int) -> list[int]:
 
 
 def _transition(transition: _Transition, *, order_id: int, now: datetime, **extra: Any) -> Order:
-    _require_aware(now, "now")
+    require_aware(now, "now")
     with transaction.atomic():
         changed = (
             Order.objects.filter(pk=order_id, status__in=transition.sources)
@@ -272,9 +271,3 @@ def _order_errors(*, customer_ref: str, total: Decimal) -> dict[str, str]:
 def _decimal_places(value: Decimal) -> int:
     exponent = value.normalize().as_tuple().exponent
     return -exponent if isinstance(exponent, int) and exponent < 0 else 0
-
-
-def _require_aware(value: datetime, name: str) -> None:
-    # A naive datetime would be read as UTC by Django with only a warning; refuse it loudly.
-    if dj_timezone.is_naive(value):
-        raise ValueError(f"{name} must be an aware datetime, got naive {value.isoformat()}")
