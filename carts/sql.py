@@ -17,19 +17,21 @@ from typing import Any
 
 from django.db import connection
 
+from tiffin.db import adapt
+
 
 def cart_items_delete(*, cart_ids: Sequence[int], cutoff: datetime) -> int:
     """Delete the items of those of ``cart_ids`` still untouched since before ``cutoff``."""
     ids, params = _id_in(cart_ids)
     sql = f"DELETE FROM carts_cartitem WHERE cart_id IN (SELECT id FROM carts_cart WHERE {ids} AND updated_at < %s)"
-    return _execute(sql, [*params, connection.ops.adapt_datetimefield_value(cutoff)])
+    return _execute(sql, [*params, adapt(cutoff)])
 
 
 def carts_delete(*, cart_ids: Sequence[int], cutoff: datetime) -> int:
     """Delete those of ``cart_ids`` still untouched since before ``cutoff``."""
     ids, params = _id_in(cart_ids)
     sql = f"DELETE FROM carts_cart WHERE {ids} AND updated_at < %s"
-    return _execute(sql, [*params, connection.ops.adapt_datetimefield_value(cutoff)])
+    return _execute(sql, [*params, adapt(cutoff)])
 
 
 def _id_in(cart_ids: Sequence[int]) -> tuple[str, list[Any]]:

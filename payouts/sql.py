@@ -46,6 +46,7 @@ from typing import Any
 from django.db import connection
 
 from payouts.weeks import BusinessWeek
+from tiffin.db import adapt
 
 CENT = Decimal("0.01")
 
@@ -163,7 +164,7 @@ def payouts_insert_due(
     if not weeks:
         return 0
     sql = _render(_INSERT, batch, weeks)
-    params = [*_week_params(weeks), job_run_id, fence, _adapt(now), *batch.params()]
+    params = [*_week_params(weeks), job_run_id, fence, adapt(now), *batch.params()]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return max(int(cursor.rowcount), 0)
@@ -194,19 +195,12 @@ def _week_params(weeks: Sequence[BusinessWeek]) -> list[Any]:
     for week in weeks:
         params += [
             week.timezone,
-            _adapt(week.week_start_local),
-            _adapt(week.period_start),
-            _adapt(week.period_end),
-            _adapt(week.period_start - LONGEST_WEEK),
+            adapt(week.week_start_local),
+            adapt(week.period_start),
+            adapt(week.period_end),
+            adapt(week.period_start - LONGEST_WEEK),
         ]
     return params
-
-
-def _adapt(value: date | datetime) -> Any:
-    # The backend's own adapters, so SQLite compares the same text the ORM stored.
-    if isinstance(value, datetime):
-        return connection.ops.adapt_datetimefield_value(value)
-    return connection.ops.adapt_datefield_value(value)
 
 
 def _due_payout(row: tuple[Any, ...]) -> DuePayout:

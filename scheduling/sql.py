@@ -14,19 +14,15 @@ from typing import Any
 
 from django.db import connection
 
+from tiffin.db import adapt
+
 # Namespace for the two-key advisory locks, so they never collide with another app's.
 _ADVISORY_NAMESPACE = 0x7F1F
 
 
-def _adapt(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return connection.ops.adapt_datetimefield_value(value)
-    return value
-
-
 def _execute(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
-        cursor.execute(sql, [_adapt(p) for p in params])
+        cursor.execute(sql, [adapt(p) for p in params])
         return list(cursor.fetchall()) if cursor.description else []
 
 
