@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tiffin import tz
 from tiffin.env import (
     database_from_url,
     env_bool,
@@ -17,6 +18,10 @@ from tiffin.env import (
     env_prefixed,
     env_str,
 )
+
+# Before any zone is loaded: every server reads the pinned tzdata package, never the OS's
+# zone files (tiffin/tz.py says why).
+tz.use_pinned_tzdata()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

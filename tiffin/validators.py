@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-import zoneinfo
 from datetime import datetime
 
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from tiffin.tz import TZDATA_VERSION, canonical_zones
+
 
 def validate_time_zone(value: str) -> None:
-    """Accept only IANA zone names that zoneinfo (with tzdata) knows."""
-    if value not in zoneinfo.available_timezones():
-        raise ValidationError(f"{value!r} is not an IANA time zone (for example 'Europe/London').")
+    """Accept only canonical IANA zone names of the pinned tzdata (see ``tiffin.tz``)."""
+    if value not in canonical_zones():
+        raise ValidationError(
+            f"{value!r} is not a canonical IANA time zone of tzdata {TZDATA_VERSION} "
+            "(for example 'Europe/London'; links such as 'Asia/Calcutta', 'localtime' and "
+            "abbreviations such as 'EST' are refused)."
+        )
 
 
 def require_aware(value: datetime, name: str) -> None:
