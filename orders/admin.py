@@ -68,6 +68,12 @@ class OrderAdmin(_OrderAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Order | None = None) -> bool:
         return False  # see the module docstring: no form saves over a transition
 
+    def has_delete_permission(self, request: HttpRequest, obj: Order | None = None) -> bool:
+        # An order is a fact the ledger is computed from: a paid one is immutable (the
+        # database refuses it on PostgreSQL) and deleting an unpaid one would lower a
+        # payout silently. Nobody deletes orders here, superusers included.
+        return False
+
     def has_transition_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("orders.change_order")
 

@@ -30,3 +30,13 @@ class OrderTransitionError(OrderError):
         self.allowed_from = tuple(allowed_from)
         sources = " or ".join(self.allowed_from)
         super().__init__(f"order {order_id} is {current}; only a {sources} order can be {action}")
+
+
+class RestaurantNotFoundError(OrderError, LookupError):
+    def __init__(self, restaurant_id: int) -> None:
+        self.restaurant_id = restaurant_id
+        super().__init__(f"restaurant {restaurant_id} does not exist")
+
+
+class LedgerError(OrderError):
+    """A change that would reach into money already paid or earned; nothing was written."""

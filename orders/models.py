@@ -12,10 +12,15 @@ class Restaurant(models.Model):
     name = models.CharField(max_length=200)
     # IANA zone: business weeks (payouts) run Monday 00:00 to Monday 00:00 in it.
     timezone = models.CharField(max_length=64, validators=[validate_time_zone])
-    # A fraction: 0.1500 is 15 %.
+    # A fraction: 0.1500 is 15 %. The rate from onboarding on; it is never edited: a
+    # change is a CommissionRateChange taking effect at an instant (payouts pay each week
+    # at the rate in force when it began).
     commission_rate = models.DecimalField(max_digits=5, decimal_places=4)
     onboarded_at = models.DateTimeField()
+    # Inactive restaurants take no orders; their ledger stays open until the week they
+    # were deactivated in is paid. Both move together (orders.services).
     is_active = models.BooleanField(default=True)
+    deactivated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name", "id"]
@@ -24,10 +29,43 @@ class Restaurant(models.Model):
                 condition=Q(commission_rate__gte=Decimal("0")) & Q(commission_rate__lt=Decimal("1")),
                 name="restaurant_commission_rate_fraction",
             ),
+            models.CheckConstraint(
+                condition=Q(is_active=True, deactivated_at__isnull=True)
+                | Q(is_active=False, deactivated_at__isnull=False),
+                name="restaurant_inactive_since_deactivation",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.timezone})"
+
+
+class CommissionRateChange(models.Model):
+    """A restaurant's new commission rate from ``effective_from`` on. Append-only.
+
+    A payout period is charged the rate of the latest change at or before the period's
+    start (the restaurant's onboarding rate when there is none), so a change never
+    reaches an order delivered before it took effect, and a week paid late is charged
+    exactly what it would have been on time.
+    """
+
+    restaurant = models.ForeignKey(Restaurant, on_delete=models.PROTECT, related_name="rate_changes")
+    rate = models.DecimalField(max_digits=5, decimal_places=4)
+    effective_from = models.DateTimeField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["restaurant_id", "-effective_from"]
+        constraints = [
+            # Also the index of the payout SQL's "latest change at or before" probe.
+            models.UniqueConstraint(fields=["restaurant", "effective_from"], name="rate_change_one_per_instant"),
+            models.CheckConstraint(
+                condition=Q(rate__gte=Decimal("0")) & Q(rate__lt=Decimal("1")), name="rate_change_rate_fraction"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rate * 100:.2f} % from {self.effective_from:%Y-%m-%d %H:%M} UTC"
 
 
 class OrderStatus(models.TextChoices):

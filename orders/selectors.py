@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from django.db.models import Count, Sum
@@ -19,6 +20,19 @@ def order_get(*, order_id: int) -> Order | None:
 def order_status_get(*, order_id: int) -> str | None:
     """The order's status as stored now, or None when there is no such order."""
     return Order.objects.filter(pk=order_id).values_list("status", flat=True).first()
+
+
+def restaurant_paid_through(*, restaurant_id: int) -> datetime | None:
+    """Where the restaurant's payouts end (its contiguous ledger's end), or None when it
+    has none yet: the newest row of the unique index (restaurant_id, period_start)."""
+    return Restaurant(pk=restaurant_id).payouts.order_by("-period_start").values_list("period_end", flat=True).first()
+
+
+def restaurant_rate_at(*, restaurant: Restaurant, at: datetime) -> Decimal:
+    """The commission rate in force at ``at``: the latest change at or before it, else
+    the onboarding rate (the rule the payout SQL applies to each period's start)."""
+    change = restaurant.rate_changes.filter(effective_from__lte=at).order_by("-effective_from").first()
+    return change.rate if change is not None else restaurant.commission_rate
 
 
 def restaurant_counts_by_timezone() -> dict[str, int]:

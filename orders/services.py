@@ -39,9 +39,9 @@ from django.db import transaction
 from django.db.models import CharField, Exists, OuterRef, Value
 from django.db.models.functions import Cast, Concat
 
-from orders.errors import OrderError, OrderNotFoundError, OrderTransitionError
-from orders.models import Order, OrderStatus, Restaurant
-from orders.selectors import order_status_get
+from orders.errors import LedgerError, OrderError, OrderNotFoundError, OrderTransitionError, RestaurantNotFoundError
+from orders.models import CommissionRateChange, Order, OrderStatus, Restaurant
+from orders.selectors import order_status_get, restaurant_paid_through
 from scheduling.models import JobRun, RunStatus
 from scheduling.services import run_schedule_delayed
 from tiffin.validators import require_aware, validate_time_zone
@@ -135,8 +135,104 @@ def order_reject(*, order_id: int, now: datetime) -> Order:
 
 
 def order_deliver(*, order_id: int, now: datetime) -> Order:
-    """Mark an accepted order delivered at ``now`` (the edge passes ``tiffin.clock.now()``)."""
-    return _transition(_DELIVER, order_id=order_id, now=now)
+    """Mark an accepted order delivered at ``now`` (the edge passes ``tiffin.clock.now()``).
+
+    Refused (LedgerError) when ``now`` falls inside a period the restaurant was already
+    paid for: the payout is written and immutable, so the order would never be paid (on
+    PostgreSQL the orders_order_payout_guard trigger refuses it too, race-free against a
+    payout being written). Refused too once the restaurant is deactivated: its ledger
+    closes with the week of its deactivation.
+    """
+    require_aware(now, "now")
+    with transaction.atomic():
+        order = Order.objects.select_related("restaurant").filter(pk=order_id).first()
+        if order is None:
+            raise OrderNotFoundError(order_id)
+        _refuse_unpayable_delivery(order, now=now)
+        return _transition(_DELIVER, order_id=order_id, now=now)
+
+
+def _refuse_unpayable_delivery(order: Order, *, now: datetime) -> None:
+    restaurant = order.restaurant
+    if not restaurant.is_active:
+        raise LedgerError(
+            f"order {order.pk} cannot be delivered: restaurant {restaurant.pk} was deactivated at "
+            f"{restaurant.deactivated_at:%Y-%m-%d %H:%M} UTC and its ledger closes with that week; "
+            "reactivate it to deliver"
+        )
+    paid_through = restaurant_paid_through(restaurant_id=restaurant.pk)
+    if paid_through is not None and now < paid_through:
+        raise LedgerError(
+            f"order {order.pk} cannot be delivered at {now:%Y-%m-%d %H:%M:%S} UTC: restaurant {restaurant.pk} "
+            f"is already paid through {paid_through:%Y-%m-%d %H:%M} UTC, so it would never be paid"
+        )
+
+
+def restaurant_deactivate(*, restaurant_id: int, now: datetime) -> Restaurant:
+    """Stop the restaurant's orders from ``now``: no new orders, no deliveries. Its
+    finished weeks are still paid, up to and including the week it is deactivated in."""
+    require_aware(now, "now")
+    changed = Restaurant.objects.filter(pk=restaurant_id, is_active=True).update(is_active=False, deactivated_at=now)
+    return _restaurant_after(restaurant_id, changed=changed, already="inactive")
+
+
+def restaurant_reactivate(*, restaurant_id: int) -> Restaurant:
+    """Take orders again; the ledger continues from its last payout's end."""
+    changed = Restaurant.objects.filter(pk=restaurant_id, is_active=False).update(is_active=True, deactivated_at=None)
+    return _restaurant_after(restaurant_id, changed=changed, already="active")
+
+
+def _restaurant_after(restaurant_id: int, *, changed: int, already: str) -> Restaurant:
+    restaurant = Restaurant.objects.filter(pk=restaurant_id).first()
+    if restaurant is None:
+        raise RestaurantNotFoundError(restaurant_id)
+    if not changed:
+        raise OrderError(f"restaurant {restaurant_id} is already {already}")
+    return restaurant
+
+
+def restaurant_rate_change(
+    *, restaurant_id: int, rate: Decimal, effective_from: datetime, now: datetime
+) -> CommissionRateChange:
+    """Charge ``rate`` on every payout period that starts at or after ``effective_from``.
+
+    The past is not rewritten: ``effective_from`` must be ``now`` or later (a finished
+    week keeps the rate it was earned at, paid or not) and after the restaurant's last
+    payout's end. Changes are history: append-only (a trigger enforces it on PostgreSQL).
+    """
+    require_aware(effective_from, "effective_from")
+    require_aware(now, "now")
+    restaurant = Restaurant.objects.filter(pk=restaurant_id).first()
+    if restaurant is None:
+        raise RestaurantNotFoundError(restaurant_id)
+    errors = rate_change_errors(restaurant=restaurant, rate=rate, effective_from=effective_from, now=now)
+    if errors:
+        raise ValidationError(errors)
+    return CommissionRateChange.objects.create(
+        restaurant=restaurant, rate=rate, effective_from=effective_from, created_at=now
+    )
+
+
+def rate_change_errors(
+    *, restaurant: Restaurant, rate: Decimal, effective_from: datetime, now: datetime
+) -> dict[str, str]:
+    """Why a rate change would be refused, per field (the admin shows them on its form)."""
+    rate_error = _rate_error(rate)
+    if rate_error:
+        return {"rate": rate_error}
+    when = f"{effective_from:%Y-%m-%d %H:%M} UTC"
+    paid_through = restaurant_paid_through(restaurant_id=restaurant.pk)
+    if effective_from < now:
+        error = f"a rate change takes effect now or later, not at {when}: weeks that have begun keep their rate"
+    elif paid_through is not None and effective_from < paid_through:
+        error = (
+            f"restaurant {restaurant.pk} is paid through {paid_through:%Y-%m-%d %H:%M} UTC; a change cannot reach it"
+        )
+    elif restaurant.rate_changes.filter(effective_from=effective_from).exists():
+        error = f"restaurant {restaurant.pk} already has a rate change at {when}"
+    else:
+        return {}
+    return {"effective_from": error}
 
 
 def order_cancel(*, order_id: int, now: datetime, reason: str) -> Order:

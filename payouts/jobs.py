@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from payouts.selectors import payout_totals, payouts_of_run
+from payouts.selectors import ledger_problems, payout_totals, payouts_of_run
 from payouts.services import PAYOUT_JOB, BatchProgress, payout_subject_parse, payouts_pay_due
 from scheduling.context import RunContext
-from scheduling.models import Misfire, Overlap
+from scheduling.models import JobRun, Misfire, Overlap, ProblemKind, RunStatus
+from scheduling.monitoring import CheckWindow, Problem, invariant
 from scheduling.registry import job
 from tiffin import clock
 
@@ -69,3 +70,27 @@ def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
         "commission": str(totals.commission),
         "net": str(totals.net),
     }
+
+
+@invariant
+def payout_ledger(window: CheckWindow) -> list[Problem]:
+    """The ledger invariant (``payouts.selectors.ledger_problems``) as problems of the
+    missed-run check, one per restaurant and instant. Completeness is judged as of the
+    latest successful scheduled run: weeks finished after it are not due yet."""
+    latest = (
+        JobRun.objects.filter(job_name=PAYOUT_JOB, subject="", status=RunStatus.SUCCEEDED)
+        .order_by("-scheduled_for")
+        .values_list("scheduled_for", flat=True)
+        .first()
+    )
+    return [
+        Problem(
+            ProblemKind.INVARIANT,
+            PAYOUT_JOB,
+            problem.at,
+            f"restaurant:{problem.restaurant_id}",
+            None,
+            f"payout ledger: {problem.detail}",
+        )
+        for problem in ledger_problems(paid_as_of=latest)
+    ]

@@ -9,8 +9,12 @@ class Payout(models.Model):
     """One restaurant's settlement for one business week. Written once, never edited.
 
     A week runs Monday 00:00 to the next Monday 00:00 in the restaurant's zone;
-    ``period_start``/``period_end`` are those bounds in UTC (167 or 169 hours apart in
-    a DST week). A week with no orders still gets a row, so "unpaid" means "no row".
+    ``period_start``/``period_end`` are its bounds in UTC (167 or 169 hours apart in a
+    DST week). A restaurant's payouts are one contiguous sequence: each starts exactly
+    where the previous one ended, and only its end comes from the zone's next local
+    Monday, so after a zone change or a tz database upgrade one period is shorter or
+    longer than a week and no hour is paid twice or never. A week with no orders still
+    gets a row, so "unpaid" means "after the last payout's end".
     """
 
     restaurant = models.ForeignKey("orders.Restaurant", on_delete=models.PROTECT, related_name="payouts")
@@ -25,6 +29,12 @@ class Payout(models.Model):
         "scheduling.JobRun", on_delete=models.PROTECT, null=True, blank=True, related_name="payouts"
     )
     fence = models.BigIntegerField(null=True, blank=True, help_text="Fencing token the write passed.")
+    commission_rate = models.DecimalField(
+        max_digits=5, decimal_places=4, help_text="The rate in force when the period began."
+    )
+    tzdata_version = models.CharField(
+        max_length=16, help_text="The IANA tz database release the period's end was computed with."
+    )
     created_at = models.DateTimeField()
 
     class Meta:

@@ -8,14 +8,19 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from django.db.models import Count, QuerySet, Sum
+from django.conf import settings
+from django.db.models import Count, F, OuterRef, QuerySet, Subquery, Sum, Value, Window
+from django.db.models.functions import Coalesce, Lag
 
-from orders.models import Order, OrderStatus
+from orders.models import Order, OrderStatus, Restaurant
 from payouts import sql
 from payouts.models import Payout
-from payouts.services import payout_batches, payout_restaurant_ids, payout_weeks_due
+from payouts.services import payout_batches, payout_open_ledgers, payout_restaurant_ids, payout_weeks_due
+from payouts.weeks import week_of
 
 CENT = Decimal("0.01")
+# Before any delivery: "waiting since" for a restaurant never paid.
+_BEGINNING = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -187,3 +192,125 @@ def payouts_of_week(*, payouts: QuerySet[Payout], monday: date) -> QuerySet[Payo
         period_start__gte=around - timedelta(days=1),
         period_start__lt=around + timedelta(days=1),
     )
+
+
+# --- The ledger invariant ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LedgerProblem:
+    restaurant_id: int
+    at: datetime  # the instant the problem is about (UTC)
+    detail: str
+
+
+def ledger_problems(*, paid_as_of: datetime | None) -> list[LedgerProblem]:
+    """Everything wrong with the payout ledger, over every restaurant and its whole history.
+
+    1. Contiguity: each restaurant's first payout covers its onboarding instant, and each
+       later one starts exactly where the previous one ended (no gap, no overlap).
+    2. Money: the gross of its payouts equals the totals of its orders delivered before its
+       last payout's end (none is unpaid, none paid twice; an order delivered before the
+       ledger's start counts as unpaid).
+    3. Completeness, when ``paid_as_of`` (the logical time of the latest successful
+       weekly run) is given: no open ledger has a period finished by then still unpaid.
+    """
+    return sorted(
+        [*_ledger_seams(), *_ledger_money(), *(_ledger_behind(as_of=paid_as_of) if paid_as_of else [])],
+        key=lambda problem: (problem.at, problem.restaurant_id),
+    )
+
+
+def _ledger_seams() -> list[LedgerProblem]:
+    # One pass over payout_one_per_restaurant_week (restaurant_id, period_start).
+    rows = Payout.objects.annotate(
+        previous_end=Window(Lag("period_end"), partition_by=[F("restaurant_id")], order_by=F("period_start").asc())
+    ).values_list("id", "restaurant_id", "period_start", "period_end", "previous_end", "restaurant__onboarded_at")
+    problems: list[LedgerProblem] = []
+    for payout_id, restaurant_id, start, end, previous_end, onboarded_at in rows.order_by():
+        if previous_end is None and not start <= onboarded_at < end:
+            detail = f"the first payout ({payout_id}, {_utc(start)} to {_utc(end)}) does not cover the onboarding"
+            problems.append(LedgerProblem(restaurant_id, start, f"{detail} at {_utc(onboarded_at)}"))
+        elif previous_end is not None and previous_end != start:
+            what = "unpaid" if previous_end < start else "paid twice"
+            span = f"{_utc(min(previous_end, start))} to {_utc(max(previous_end, start))}"
+            problems.append(LedgerProblem(restaurant_id, min(previous_end, start), f"{span} is {what}"))
+    return problems
+
+
+def _ledger_money() -> list[LedgerProblem]:
+    paid_through = Payout.objects.filter(restaurant=OuterRef("pk")).order_by("-period_start").values("period_end")[:1]
+    paid = Payout.objects.filter(restaurant=OuterRef("pk")).order_by().values("restaurant_id")
+    earned = Order.objects.filter(
+        restaurant=OuterRef("pk"), status=OrderStatus.DELIVERED, delivered_at__lt=OuterRef("paid_through")
+    ).order_by()
+    rows = (
+        Restaurant.objects.annotate(paid_through=Subquery(paid_through))
+        .filter(paid_through__isnull=False)
+        .annotate(
+            paid=Subquery(paid.annotate(s=Sum("gross")).values("s")),
+            earned=Subquery(earned.values("restaurant_id").annotate(s=Sum("total")).values("s")),
+        )
+        .values_list("id", "paid_through", "paid", "earned")
+    )
+    return [
+        LedgerProblem(
+            rid,
+            end,
+            f"payouts up to {_utc(end)} have gross {_cents(paid)}, its orders delivered before then total "
+            f"{_cents(earned)}",
+        )
+        for rid, end, paid, earned in rows
+        if _cents(paid) != _cents(earned)
+    ]
+
+
+def _ledger_behind(*, as_of: datetime) -> list[LedgerProblem]:
+    delay = timedelta(seconds=settings.PAYOUT_SETTLEMENT_DELAY_SECONDS)
+    fields = ("id", "timezone", "onboarded_at", "deactivated_at", "paid_through")
+    rows = payout_open_ledgers().values_list(*fields)  # paid_through: its annotation
+    problems: list[LedgerProblem] = []
+    for rid, zone, onboarded_at, deactivated_at, paid_through in rows:
+        week = week_of(paid_through or onboarded_at, zone)
+        start = paid_through or week.period_start
+        if week.period_end + delay <= as_of and (deactivated_at is None or start < deactivated_at):
+            detail = (
+                f"{_utc(start)} to {_utc(week.period_end)} was finished by the run as of {_utc(as_of)} and is unpaid"
+            )
+            problems.append(LedgerProblem(rid, start, detail))
+    return problems
+
+
+def _utc(moment: datetime) -> str:
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+@dataclass(frozen=True)
+class OrdersWaiting:
+    restaurant_id: int
+    paid_through: datetime | None
+    order_count: int
+    gross: Decimal
+
+
+def payout_orders_waiting(*, restaurant_ids: Sequence[int] | None = None) -> list[OrdersWaiting]:
+    """Per restaurant with an open ledger, the delivered orders its next payouts will pay
+    (delivered at or after its last payout's end): what a catch-up or the admin shows as
+    waiting for their payout. One query; only restaurants with some are listed."""
+    restaurants = payout_open_ledgers()
+    if restaurant_ids is not None:
+        restaurants = restaurants.filter(id__in=restaurant_ids)
+    waiting = Order.objects.filter(
+        restaurant=OuterRef("pk"), status=OrderStatus.DELIVERED, delivered_at__gte=OuterRef("waiting_from")
+    ).order_by()
+    rows = (
+        restaurants.annotate(waiting_from=Coalesce(F("paid_through"), Value(_BEGINNING)))
+        .annotate(
+            n=Subquery(waiting.values("restaurant_id").annotate(n=Count("id")).values("n")),
+            gross=Subquery(waiting.values("restaurant_id").annotate(s=Sum("total")).values("s")),
+        )
+        .filter(n__gt=0)
+        .order_by("id")
+        .values_list("id", "paid_through", "n", "gross")
+    )
+    return [OrdersWaiting(rid, paid_through, n, _cents(gross)) for rid, paid_through, n, gross in rows]

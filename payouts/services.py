@@ -3,18 +3,22 @@
 ``payouts_pay_due`` is what the ``weekly-payouts`` job runs, as of the run's logical time
 (``scheduled_for``), never the wall clock:
 
-1. Take the active restaurants (all, or the ones a manual catch-up names) in id order
-   and cut them into batches of a few thousand.
+1. Take the restaurants whose ledger is open (active ones, and deactivated ones until
+   the week they were deactivated in is paid; all, or the ones a manual catch-up names)
+   in id order and cut them into batches of a few thousand.
 2. For each batch, in its own transaction: pass ``fence_check`` with the run's fencing
    token (a worker that lost its run is refused here, however long it slept), compute
    the finished weeks of each zone the batch uses (a query or two and a little Python), and
-   write every due payout of the batch with one INSERT ... SELECT (``payouts.sql``).
+   write every due payout of the batch with one INSERT ... SELECT (``payouts.sql``),
+   continuing each restaurant's contiguous ledger from its last payout's end.
 3. After each batch, tell the caller (the job heartbeats and reports progress).
 
-A second payout for the same restaurant and week is impossible even without the fence:
-the unique constraint (restaurant, period_start) makes the insert skip it. Orders are not
-stamped with their payout; a payout covers the orders of its restaurant delivered
-inside its bounds, which is how the admin lists them.
+A second payout for the same hours is impossible even without the fence: each payout
+starts where the last one ended, and the unique constraint (restaurant, period_start)
+makes the insert skip a period written meanwhile. Orders are not stamped with their
+payout; a payout covers the orders of its restaurant delivered inside its bounds, and a
+delivery inside a paid period is refused (``orders.services.order_deliver`` and, on
+PostgreSQL, a trigger), so every delivered order is paid exactly once.
 """
 
 from __future__ import annotations
@@ -25,11 +29,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Min, OuterRef, Subquery
+from django.db import connection, transaction
+from django.db.models import F, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from orders.models import Restaurant
+from orders.models import CommissionRateChange, Restaurant
 from payouts import sql
 from payouts.models import Payout
 from payouts.weeks import BusinessWeek, weeks_finished
@@ -109,11 +113,21 @@ def _pay_batch(
 
 
 def payout_restaurant_ids(*, restaurant_ids: Sequence[int] | None) -> list[int]:
-    """The active restaurants a pass covers, in id order."""
-    restaurants = Restaurant.objects.filter(is_active=True)
+    """The restaurants with an open ledger a pass covers, in id order."""
+    restaurants = payout_open_ledgers()
     if restaurant_ids is not None:
         restaurants = restaurants.filter(id__in=restaurant_ids)
     return list(restaurants.order_by("id").values_list("id", flat=True))
+
+
+def payout_open_ledgers() -> QuerySet[Restaurant]:
+    """Restaurants that may still be owed a payout: the active ones, and the deactivated
+    ones whose last payout ends before their deactivation (a superset of what the SQL
+    pays, which also requires a due period to start before ``deactivated_at``)."""
+    paid_through = Payout.objects.filter(restaurant=OuterRef("pk")).order_by("-period_start").values("period_end")[:1]
+    return Restaurant.objects.annotate(paid_through=Subquery(paid_through)).filter(
+        Q(deactivated_at__isnull=True) | Q(paid_through__isnull=True) | Q(paid_through__lt=F("deactivated_at"))
+    )
 
 
 def payout_batches(*, ids: list[int], restricted: bool, size: int | None = None) -> list[sql.RestaurantBatch]:
@@ -137,10 +151,9 @@ def payout_weeks_due(*, batch: sql.RestaurantBatch, as_of: datetime) -> list[Bus
     2. Otherwise start after each restaurant's latest payout (its onboarding week when it
        has none): one probe of the unique index (restaurant_id, period_start) per
        restaurant, so a weekly run checks a week or two per restaurant, not its history.
-       Paid weeks always form an unbroken run from the onboarding week (a pass pays all
-       of a restaurant's finished weeks in one statement), so nothing earlier is unpaid.
+       Payouts are contiguous from the onboarding week, so nothing earlier is unpaid.
     """
-    in_batch = Restaurant.objects.filter(id__gte=batch.first_id, id__lte=batch.last_id, is_active=True)
+    in_batch = payout_open_ledgers().filter(id__gte=batch.first_id, id__lte=batch.last_id)
     if batch.only is not None:
         in_batch = in_batch.filter(id__in=batch.only)
     by_zone = in_batch.order_by().values("timezone")
@@ -155,6 +168,20 @@ def payout_weeks_due(*, batch: sql.RestaurantBatch, as_of: datetime) -> list[Bus
         for zone, since in starts.items()
         for week in weeks_finished(timezone=zone, since=since, as_of=as_of, settlement_delay=delay)
     ]
+
+
+def ledger_wipe() -> None:
+    """Delete every payout and rate change: for demo resets (``seed_demo --reset``,
+    ``simulate --reset``) only. The ledger is append-only, enforced on PostgreSQL by row
+    triggers, which TRUNCATE does not fire; a production role is not granted TRUNCATE."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            # Deferred foreign-key checks still pending in this transaction block a TRUNCATE.
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            cursor.execute("TRUNCATE payouts_payout, orders_commissionratechange")
+        return
+    Payout.objects.all().delete()
+    CommissionRateChange.objects.all().delete()
 
 
 # --- Manual catch-up --------------------------------------------------------------------
@@ -206,20 +233,17 @@ def _ranges(ids: list[int]) -> list[str]:
 
 def payout_catch_up_check(*, as_of: datetime, restaurant_ids: Sequence[int] | None, now: datetime) -> None:
     """Refuse a catch-up that cannot be right: a future ``as_of``, or a restaurant that
-    does not exist or is inactive (the weekly job pays active restaurants only)."""
+    does not exist. An inactive restaurant is paid up to the week it was deactivated in."""
     if as_of > now:
         raise PayoutError(f"--as-of {as_of.isoformat()} is in the future; weeks are paid only once they are over")
     if not restaurant_ids:
         if restaurant_ids is not None:
             raise PayoutError("no restaurant ids given")
         return
-    found = dict(Restaurant.objects.filter(id__in=restaurant_ids).values_list("id", "is_active"))
-    missing = sorted(set(restaurant_ids) - set(found))
+    found = set(Restaurant.objects.filter(id__in=restaurant_ids).values_list("id", flat=True))
+    missing = sorted(set(restaurant_ids) - found)
     if missing:
         raise PayoutError(f"no restaurant with id {', '.join(map(str, missing))}")
-    inactive = sorted(rid for rid, active in found.items() if not active)
-    if inactive:
-        raise PayoutError(f"restaurant {', '.join(map(str, inactive))} is inactive; only active restaurants are paid")
 
 
 def payout_run_claim(*, as_of: datetime, restaurant_ids: Sequence[int] | None, now: datetime) -> JobRun | None:

@@ -1,45 +1,56 @@
 """The payout SQL: one statement computes and writes the payouts of a batch of restaurants.
 
-For every (restaurant, business week) pair that is finished, on or after the
-restaurant's onboarding week and has no payout row yet, the statement sums the totals
-of the restaurant's orders delivered inside the week's UTC bounds and inserts the
-payout, a zero one when there were none. It is the same statement on PostgreSQL and
-SQLite except for the money arithmetic and how each pair's orders are summed (below):
+Each restaurant's payouts are one contiguous sequence from its onboarding week. The
+statement continues it: for every restaurant of the batch whose ledger is open, the
+next payout starts exactly where its last one ended (``paid_through``; the start of its
+onboarding week when it has none), and each due payout ends at the next local Monday
+00:00 of the restaurant's current zone, for every such Monday finished as of the run.
+Only the first of them can be shorter than a week, after a zone change or a tz database
+upgrade moved the boundaries; no hour is ever left out or paid twice. A period with no
+orders gets a zero payout. ``weeks`` (a JSON list, computed in Python by
+``payouts.weeks`` for the zones the batch uses) holds the candidate weeks per zone.
 
-- PostgreSQL sums ``numeric`` exactly and ``ROUND(numeric, 2)`` rounds half away from
-  zero, which for amounts that are never negative is half-up.
-- SQLite stores decimals as floats, so the amounts are summed in whole cents (every
-  order total has two decimals, so ``ROUND(total * 100)`` is exact) and the commission is
-  rounded half-up in integer arithmetic: ``(cents * rate_in_ten_thousandths + 5000) /
-  10000``. Dividing whole cents by 100.0 then gives the float SQLite itself would store
-  for the decimal.
+- A ledger is open while the restaurant is active, and after its deactivation until the
+  week it was deactivated in is paid (a period is due only if it starts before
+  ``deactivated_at``).
+- The commission rate is the restaurant's latest ``CommissionRateChange`` at or before
+  the period's start, else its onboarding rate: a week paid late pays what it would
+  have on time.
+- Money: PostgreSQL sums ``numeric`` exactly and ``ROUND(numeric, 2)`` rounds half away
+  from zero, which for amounts that are never negative is half-up. SQLite stores decimals
+  as floats, so it sums whole cents (every total has two decimals, so ``ROUND(total *
+  100)`` is exact) and rounds the commission half-up in integer arithmetic, ``(cents *
+  rate_in_ten_thousandths + 5000) / 10000``; dividing by 100.0 gives the float SQLite
+  itself would store for the decimal.
 
 Indexes:
 
 - ``order_delivered_by_restaurant`` (restaurant_id, delivered_at) INCLUDE (total) WHERE
-  status = 'delivered': the orders of each pair are an index-only range scan (the count
-  is of ``o.total``, which the index covers, not of ``o.id``, which it does not).
-- ``payout_one_per_restaurant_week`` (restaurant_id, period_start): the NOT EXISTS
-  probe (a range of at most two payouts: any payout overlapping the week, not only one
-  starting with it, so a restaurant whose zone or onboarding changed after it was paid
-  is never paid twice for the same hours) and the ON CONFLICT arbiter.
-- the primary key of ``orders_restaurant`` for the batch's ``id BETWEEN first AND last``
-  (a range, not a list of ids: with 2,500 ids in an IN list, sending and planning the
-  list cost more than a tenth of the whole batch).
+  status = 'delivered': each period's orders are an index-only range scan (counting
+  ``o.total``, which the index covers, not ``o.id``).
+- ``payout_one_per_restaurant_week`` (restaurant_id, period_start): ``paid_through`` is
+  the newest row of that index per restaurant, and the ON CONFLICT arbiter.
+- ``rate_change_one_per_instant`` (restaurant_id, effective_from): the rate probe.
+- the primary key of ``orders_restaurant`` for ``id BETWEEN first_id AND last_id`` (a
+  range, not a list: with 2,500 ids in a list, sending and planning it cost more than a
+  tenth of the batch).
 
-On PostgreSQL each pair sums its orders in a LATERAL subquery: one index-only range scan
-feeding a plain aggregate per pair. The portable form, a LEFT JOIN of every order to its
-pair and a GROUP BY over the result, first materialises all of a batch's orders (half a
-million rows for 2,500 restaurants over four weeks) into a hash aggregate, which made
-the payout catch-up benchmark (bench/payouts.py) about a third slower than the
-LATERAL form. SQLite has no LATERAL, so it keeps the GROUP BY.
+On PostgreSQL each period sums its orders in a LATERAL subquery: one index-only range
+scan feeding a plain aggregate per period. SQLite has no LATERAL and joins every order
+to its period, then groups (on PostgreSQL that form first materialises all of a batch's
+orders into a hash aggregate and was a third slower in bench/payouts.py).
+
+There is one SELECT per backend; the INSERT writes exactly what it returns. Parameters
+are named: ``first_id``, ``last_id``, ``only`` (the ids of a restricted catch-up, or
+NULL), ``weeks``, ``tzdata_version``, ``job_run_id``, ``fence``, ``now``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -47,98 +58,133 @@ from django.db import connection
 
 from payouts.weeks import BusinessWeek
 from tiffin.db import adapt
+from tiffin.tz import TZDATA_VERSION
 
 CENT = Decimal("0.01")
 
-# Per backend: the inner SELECT's money columns, then the outer SELECT's gross,
-# commission and net computed from them.
-_MONEY = {
-    "postgresql": {
-        "inner": "s.gross, ROUND(s.gross * r.commission_rate, 2) AS commission",
-        "outer": "due.gross, due.commission, due.gross - due.commission",
-    },
-    "sqlite": {
-        "inner": (
-            "COALESCE(SUM(CAST(ROUND(o.total * 100) AS INTEGER)), 0) AS gross, "
-            "(COALESCE(SUM(CAST(ROUND(o.total * 100) AS INTEGER)), 0) "
-            "* CAST(ROUND(r.commission_rate * 10000) AS INTEGER) + 5000) / 10000 AS commission"
-        ),
-        "outer": "due.gross / 100.0, due.commission / 100.0, (due.gross - due.commission) / 100.0",
-    },
-}
-
-_WEEKS = "WITH weeks (zone, week_start_local, period_start, period_end, overlap_from) AS (VALUES {weeks})"
-# No business week lasts longer than this (169 h in an autumn DST week), so a payout that
-# overlaps a week starts after the week's start minus it: it bounds the overlap probe.
-LONGEST_WEEK = timedelta(hours=169)
-
-# The due (restaurant, week) pairs of the batch: finished weeks from the onboarding week
-# on that have no payout yet.
-_DUE = """
-    FROM orders_restaurant r
-    JOIN weeks w ON w.zone = r.timezone AND w.period_end > r.onboarded_at
-    {orders}
-    WHERE r.id BETWEEN %s AND %s{{only}} AND r.is_active
-      AND NOT EXISTS (
-          SELECT 1 FROM payouts_payout p
-          WHERE p.restaurant_id = r.id AND p.period_start > w.overlap_from
-            AND p.period_start < w.period_end AND p.period_end > w.period_start
-      )
+# The payouts due for one batch of restaurants, with every column the INSERT writes:
+# periods (ledger x weeks), then each period's rate, then its orders.
+_DUE_POSTGRESQL = """
+SELECT p.restaurant_id, p.week_start_local, p.period_start, p.period_end,
+       s.gross, ROUND(s.gross * p.rate, 2), s.gross - ROUND(s.gross * p.rate, 2), s.order_count,
+       p.rate, %(tzdata_version)s::text, %(job_run_id)s::bigint, %(fence)s::bigint, %(now)s::timestamptz
+FROM (
+    SELECT periods.*,
+           COALESCE((SELECT c.rate FROM orders_commissionratechange c
+                     WHERE c.restaurant_id = periods.restaurant_id AND c.effective_from <= periods.period_start
+                     ORDER BY c.effective_from DESC LIMIT 1), periods.onboarding_rate) AS rate
+    FROM (
+        SELECT l.id AS restaurant_id, w.week_start_local, w.period_end, l.commission_rate AS onboarding_rate,
+               GREATEST(w.period_start, l.paid_through) AS period_start
+        FROM (
+            SELECT r.id, r.timezone, r.onboarded_at, r.deactivated_at, r.commission_rate,
+                   (SELECT p.period_end FROM payouts_payout p WHERE p.restaurant_id = r.id
+                    ORDER BY p.period_start DESC LIMIT 1) AS paid_through
+            FROM orders_restaurant r
+            WHERE r.id BETWEEN %(first_id)s AND %(last_id)s
+              AND (%(only)s::bigint[] IS NULL OR r.id = ANY(%(only)s::bigint[]))
+        ) l
+        JOIN jsonb_to_recordset(%(weeks)s::jsonb)
+             AS w (zone text, week_start_local date, period_start timestamptz, period_end timestamptz)
+          ON w.zone = l.timezone
+        WHERE w.period_end > COALESCE(l.paid_through, l.onboarded_at)
+          AND (l.deactivated_at IS NULL OR GREATEST(w.period_start, l.paid_through) < l.deactivated_at)
+    ) periods
+) p
+CROSS JOIN LATERAL (
+    SELECT COALESCE(SUM(o.total), 0) AS gross, COUNT(o.total) AS order_count
+    FROM orders_order o
+    WHERE o.restaurant_id = p.restaurant_id AND o.status = 'delivered'
+      AND o.delivered_at >= p.period_start AND o.delivered_at < p.period_end
+) s
 """
-_IN_WEEK = (
-    "o.restaurant_id = r.id AND o.status = 'delivered' "
-    "AND o.delivered_at >= w.period_start AND o.delivered_at < w.period_end"
-)
 
-# One row per due pair, with its orders' sum and count (see the module doc for why two forms).
-_PAIRS = {
-    "postgresql": "SELECT r.id AS restaurant_id, w.week_start_local, w.period_start, w.period_end, "
-    "{inner}, s.order_count"
-    + _DUE.format(
-        orders="CROSS JOIN LATERAL (SELECT COALESCE(SUM(o.total), 0) AS gross, COUNT(o.total) AS order_count "
-        f"FROM orders_order o WHERE {_IN_WEEK}) s"
-    ),
-    "sqlite": "SELECT r.id AS restaurant_id, w.week_start_local, w.period_start, w.period_end, "
-    "{inner}, COUNT(o.total) AS order_count"
-    + _DUE.format(orders=f"LEFT JOIN orders_order o ON {_IN_WEEK}")
-    + " GROUP BY r.id, r.commission_rate, w.week_start_local, w.period_start, w.period_end",
-}
+# The same for SQLite: money in whole cents, GROUP BY instead of LATERAL, and MAX(a, b)
+# for GREATEST (NULL if either is, hence the COALESCE around paid_through).
+_DUE_SQLITE = """
+SELECT due.restaurant_id, due.week_start_local, due.period_start, due.period_end,
+       due.gross / 100.0, due.commission / 100.0, (due.gross - due.commission) / 100.0, due.order_count,
+       due.rate, %(tzdata_version)s, %(job_run_id)s, %(fence)s, %(now)s
+FROM (
+    SELECT p.restaurant_id, p.week_start_local, p.period_start, p.period_end, p.rate,
+           COALESCE(SUM(CAST(ROUND(o.total * 100) AS INTEGER)), 0) AS gross,
+           (COALESCE(SUM(CAST(ROUND(o.total * 100) AS INTEGER)), 0)
+            * CAST(ROUND(p.rate * 10000) AS INTEGER) + 5000) / 10000 AS commission,
+           COUNT(o.total) AS order_count
+    FROM (
+        SELECT periods.*,
+               COALESCE((SELECT c.rate FROM orders_commissionratechange c
+                         WHERE c.restaurant_id = periods.restaurant_id AND c.effective_from <= periods.period_start
+                         ORDER BY c.effective_from DESC LIMIT 1), periods.onboarding_rate) AS rate
+        FROM (
+            SELECT l.id AS restaurant_id, w.week_start_local, w.period_end, l.commission_rate AS onboarding_rate,
+                   MAX(w.period_start, COALESCE(l.paid_through, w.period_start)) AS period_start
+            FROM (
+                SELECT r.id, r.timezone, r.onboarded_at, r.deactivated_at, r.commission_rate,
+                       (SELECT p.period_end FROM payouts_payout p WHERE p.restaurant_id = r.id
+                        ORDER BY p.period_start DESC LIMIT 1) AS paid_through
+                FROM orders_restaurant r
+                WHERE r.id BETWEEN %(first_id)s AND %(last_id)s
+                  AND (%(only)s IS NULL OR r.id IN (SELECT value FROM json_each(%(only)s)))
+            ) l
+            JOIN (
+                SELECT json_extract(value, '$.zone') AS zone,
+                       json_extract(value, '$.week_start_local') AS week_start_local,
+                       json_extract(value, '$.period_start') AS period_start,
+                       json_extract(value, '$.period_end') AS period_end
+                FROM json_each(%(weeks)s)
+            ) w ON w.zone = l.timezone
+            WHERE w.period_end > COALESCE(l.paid_through, l.onboarded_at)
+              AND (l.deactivated_at IS NULL
+                   OR MAX(w.period_start, COALESCE(l.paid_through, w.period_start)) < l.deactivated_at)
+        ) periods
+    ) p
+    LEFT JOIN orders_order o
+      ON o.restaurant_id = p.restaurant_id AND o.status = 'delivered'
+     AND o.delivered_at >= p.period_start AND o.delivered_at < p.period_end
+    GROUP BY p.restaurant_id, p.week_start_local, p.period_start, p.period_end, p.rate
+) due
+"""
 
-_COLUMNS = "due.restaurant_id, due.week_start_local, due.period_start, due.period_end, {outer}, due.order_count"
+_DUE = {"postgresql": _DUE_POSTGRESQL, "sqlite": _DUE_SQLITE}
 
-_SELECT = _WEEKS + " SELECT " + _COLUMNS + " FROM ({pairs}) due ORDER BY due.week_start_local, due.restaurant_id"
-
-# The WITH goes inside the INSERT: Python's sqlite3 reports a row count only for a
-# statement that starts with INSERT. WHERE true: SQLite needs it to tell the upsert's
-# ON CONFLICT from a join's ON.
-_INSERT = (
-    """
+# Write what the SELECT returns. The INSERT comes first because Python's sqlite3 reports
+# a row count only for a statement that starts with INSERT; WHERE true tells SQLite's
+# parser the upsert's ON CONFLICT from a join's ON.
+_INSERT_INTO = """
 INSERT INTO payouts_payout (
     restaurant_id, week_start_local, period_start, period_end, gross, commission, net, order_count,
-    job_run_id, fence, created_at
+    commission_rate, tzdata_version, job_run_id, fence, created_at
 )
+SELECT * FROM (
 """
-    + _WEEKS
-    + " SELECT "
-    + _COLUMNS
-    + """, %s, %s, %s FROM ({pairs}) due
-WHERE true
+_ON_CONFLICT = """
+) due WHERE true
 ON CONFLICT (restaurant_id, period_start) DO NOTHING
 """
-)
+_INSERT = {vendor: _INSERT_INTO + due + _ON_CONFLICT for vendor, due in _DUE.items()}
+
+# Lock the batch's restaurants before reading their orders (PostgreSQL). A delivery
+# takes FOR SHARE on its restaurant before it checks that the restaurant is not paid
+# past the delivery (the orders_payout_guard trigger), so of the two whichever comes
+# second waits: the payout's INSERT, a later statement with a new snapshot, then sees the
+# committed delivery, or the delivery sees the committed payouts and is refused. NO KEY
+# UPDATE does not block the foreign-key checks of orders being placed.
+_LOCK_POSTGRESQL = """
+SELECT id FROM orders_restaurant
+WHERE id BETWEEN %(first_id)s AND %(last_id)s AND (%(only)s::bigint[] IS NULL OR id = ANY(%(only)s::bigint[]))
+ORDER BY id FOR NO KEY UPDATE
+"""
 
 
 @dataclass(frozen=True)
 class RestaurantBatch:
-    """The restaurants of one batch: every active one with an id in [first_id, last_id],
-    or, for a catch-up restricted to some restaurants, only the ids in ``only``."""
+    """The restaurants of one batch: every one with an id in [first_id, last_id], or,
+    for a catch-up restricted to some restaurants, only the ids in ``only``."""
 
     first_id: int
     last_id: int
     only: tuple[int, ...] | None = None
-
-    def params(self) -> list[int]:
-        return [self.first_id, self.last_id, *(self.only or ())]
 
 
 @dataclass(frozen=True)
@@ -151,6 +197,7 @@ class DuePayout:
     commission: Decimal
     net: Decimal
     order_count: int
+    commission_rate: Decimal
 
 
 def payouts_insert_due(
@@ -158,15 +205,17 @@ def payouts_insert_due(
 ) -> int:
     """Write the due payouts of the batch's restaurants over ``weeks``; return how many rows.
 
-    INSERT ... SELECT ... ON CONFLICT DO NOTHING: a pair paid by a concurrent writer
-    since the NOT EXISTS was evaluated is skipped rather than failing the batch.
+    ON CONFLICT DO NOTHING: a period paid by a concurrent writer is skipped rather than
+    failing the batch (the fence makes that impossible for runs; the constraint stays).
     """
     if not weeks:
         return 0
-    sql = _render(_INSERT, batch, weeks)
-    params = [*_week_params(weeks), job_run_id, fence, adapt(now), *batch.params()]
+    vendor = _vendor()
+    params = _params(batch=batch, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        if vendor == "postgresql":
+            cursor.execute(_LOCK_POSTGRESQL, params)
+        cursor.execute(_INSERT[vendor], params)
         return max(int(cursor.rowcount), 0)
 
 
@@ -174,37 +223,55 @@ def payouts_select_due(*, batch: RestaurantBatch, weeks: Sequence[BusinessWeek])
     """What ``payouts_insert_due`` would write, without writing it (``--dry-run``)."""
     if not weeks:
         return []
-    sql = _render(_SELECT, batch, weeks)
+    params = _params(batch=batch, weeks=weeks, job_run_id=None, fence=None, now=None)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*_week_params(weeks), *batch.params()])
-        return [_due_payout(row) for row in cursor.fetchall()]
+        cursor.execute(_DUE[_vendor()], params)
+        return sorted((_due_payout(row) for row in cursor.fetchall()), key=lambda d: (d.period_start, d.restaurant_id))
 
 
-def _render(template: str, batch: RestaurantBatch, weeks: Sequence[BusinessWeek]) -> str:
-    vendor = "postgresql" if connection.vendor == "postgresql" else "sqlite"
-    only = f" AND r.id IN ({', '.join(['%s'] * len(batch.only))})" if batch.only is not None else ""
-    return template.format(
-        weeks=", ".join(["(%s, %s, %s, %s, %s)"] * len(weeks)),
-        pairs=_PAIRS[vendor].format(inner=_MONEY[vendor]["inner"], only=only),
-        outer=_MONEY[vendor]["outer"],
-    )
+def _vendor() -> str:
+    return "postgresql" if connection.vendor == "postgresql" else "sqlite"
 
 
-def _week_params(weeks: Sequence[BusinessWeek]) -> list[Any]:
-    params: list[Any] = []
-    for week in weeks:
-        params += [
-            week.timezone,
-            adapt(week.week_start_local),
-            adapt(week.period_start),
-            adapt(week.period_end),
-            adapt(week.period_start - LONGEST_WEEK),
-        ]
-    return params
+def _params(
+    *,
+    batch: RestaurantBatch,
+    weeks: Sequence[BusinessWeek],
+    job_run_id: int | None,
+    fence: int | None,
+    now: datetime | None,
+) -> dict[str, Any]:
+    only: Any = None
+    if batch.only is not None:
+        only = list(batch.only) if _vendor() == "postgresql" else json.dumps(list(batch.only))
+    return {
+        "first_id": batch.first_id,
+        "last_id": batch.last_id,
+        "only": only,
+        "weeks": json.dumps([_week_json(week) for week in weeks]),
+        "tzdata_version": TZDATA_VERSION,
+        "job_run_id": job_run_id,
+        "fence": fence,
+        "now": None if now is None else adapt(now),
+    }
+
+
+def _week_json(week: BusinessWeek) -> dict[str, str]:
+    # In the form each backend compares with its stored values: ISO with offset for
+    # PostgreSQL's timestamptz, the ORM's naive UTC text for SQLite.
+    def instant(moment: datetime) -> str:
+        return moment.isoformat() if _vendor() == "postgresql" else str(adapt(moment))
+
+    return {
+        "zone": week.timezone,
+        "week_start_local": week.week_start_local.isoformat(),
+        "period_start": instant(week.period_start),
+        "period_end": instant(week.period_end),
+    }
 
 
 def _due_payout(row: tuple[Any, ...]) -> DuePayout:
-    restaurant_id, week_start, start, end, gross, commission, net, count = row
+    restaurant_id, week_start, start, end, gross, commission, net, count, rate = row[:9]
     return DuePayout(
         restaurant_id=restaurant_id,
         week_start_local=_date(week_start),
@@ -214,13 +281,18 @@ def _due_payout(row: tuple[Any, ...]) -> DuePayout:
         commission=_money(commission),
         net=_money(net),
         order_count=count,
+        commission_rate=_decimal(rate).quantize(Decimal("0.0001")),
     )
 
 
+def _decimal(value: Any) -> Decimal:
+    # PostgreSQL returns Decimal; SQLite a float that is the nearest double to a short
+    # decimal, whose shortest repr is that decimal.
+    return value if isinstance(value, Decimal) else Decimal(repr(float(value)))
+
+
 def _money(value: Any) -> Decimal:
-    # PostgreSQL returns Decimal; SQLite a float that is the nearest double to a value in
-    # whole cents, whose shortest repr is that value.
-    return (value if isinstance(value, Decimal) else Decimal(repr(float(value)))).quantize(CENT)
+    return _decimal(value).quantize(CENT)
 
 
 def _date(value: Any) -> date:

@@ -237,6 +237,8 @@ class ProblemKind(models.TextChoices):
     RETRYING = "retrying", "Failed and retrying"
     DEAD = "dead", "Dead"
     SKIPPED = "skipped", "Skipped"
+    # An app's own invariant over the data its job writes (payouts: the ledger).
+    INVARIANT = "invariant", "Invariant broken"
 
 
 class RunAlert(models.Model):

@@ -9,7 +9,7 @@ already alerted, and the ``check-missed-runs`` job and ``check_runs`` command ca
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -76,6 +76,20 @@ class CheckWindow:
         )
 
 
+# A check of an app's own data, run with the runs check: problems of kind INVARIANT,
+# each naming the job whose work it checks (payouts declares the ledger's in its jobs.py).
+Invariant = Callable[[CheckWindow], list[Problem]]
+_INVARIANTS: list[Invariant] = []
+
+
+def invariant(check: Invariant) -> Invariant:
+    """Declare ``check`` as an invariant ``runs_check`` (and so ``check_runs``, the
+    hourly alerting job and ``/healthz``'s count) reports on."""
+    if check not in _INVARIANTS:
+        _INVARIANTS.append(check)
+    return check
+
+
 def runs_check(*, now: datetime) -> list[Problem]:
     """Every problem with the runs of the check window ending at ``now``, oldest first.
 
@@ -85,9 +99,11 @@ def runs_check(*, now: datetime) -> list[Problem]:
        not started after the grace; running with a stale heartbeat or past its expected
        duration; failed or abandoned and waiting for a retry.
     3. Runs that ended badly in the window: dead, or skipped (with the reason).
+    4. The invariants the apps declared over the data their jobs write (``invariant``).
     """
     window = CheckWindow.ending(now)
     problems = [*ticks_unclaimed(window=window), *runs_in_flight(window=window), *runs_ended_badly(window=window)]
+    problems += [problem for check in _INVARIANTS for problem in check(window)]
     return sorted(problems, key=lambda p: (p.scheduled_for, p.job_name, p.subject, str(p.kind)))
 
 

@@ -27,7 +27,9 @@ from django.conf import settings
 from django.db.models import Count, Max, Min, Sum
 
 from orders.models import Order, OrderStatus, Restaurant
+from orders.selectors import restaurant_rate_at
 from payouts.models import Payout
+from payouts.selectors import ledger_problems
 from payouts.weeks import weeks_finished
 from scheduling import cron
 from scheduling.models import JobKind, JobRun, JobRunEvent, RunStatus, Schedule, SchedulerNode, Trigger
@@ -56,6 +58,8 @@ class PayoutCheck:
     wrong_amounts: list[str] = field(default_factory=list)
     duplicates: int = 0
     unpaid_weeks: int = 0
+    # The ledger invariant (payouts.selectors.ledger_problems): contiguity and money.
+    ledger: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -186,6 +190,9 @@ def _payouts_check() -> PayoutCheck:
     if latest is not None:
         check.as_of = latest
         check.unpaid_weeks = len(_weeks_due(latest) - set(weeks))
+    check.ledger = [
+        f"restaurant {problem.restaurant_id}: {problem.detail}" for problem in ledger_problems(paid_as_of=latest)
+    ]
     return check
 
 
@@ -198,7 +205,8 @@ def _payout_mismatch(payout: Payout) -> str:
         delivered_at__lt=payout.period_end,
     ).aggregate(gross=Sum("total"), n=Count("id"))
     gross = Decimal(orders["gross"] or 0).quantize(CENT)  # SQLite sums decimals as floats
-    commission = (gross * payout.restaurant.commission_rate).quantize(CENT, rounding=ROUND_HALF_UP)
+    rate = restaurant_rate_at(restaurant=payout.restaurant, at=payout.period_start)
+    commission = (gross * rate).quantize(CENT, rounding=ROUND_HALF_UP)
     stored = (payout.gross, payout.commission, payout.net, payout.order_count)
     if stored == (gross, commission, gross - commission, orders["n"]):
         return ""
@@ -209,11 +217,11 @@ def _weeks_due(as_of: datetime) -> set[tuple[int, datetime]]:
     delay = timedelta(seconds=settings.PAYOUT_SETTLEMENT_DELAY_SECONDS)
     return {
         (restaurant_id, week.period_start)
-        for restaurant_id, zone, onboarded_at in Restaurant.objects.filter(is_active=True).values_list(
-            "id", "timezone", "onboarded_at"
+        for restaurant_id, zone, onboarded_at, deactivated_at in Restaurant.objects.values_list(
+            "id", "timezone", "onboarded_at", "deactivated_at"
         )
         for week in weeks_finished(timezone=zone, since=onboarded_at, as_of=as_of, settlement_delay=delay)
-        if week.period_end > onboarded_at
+        if week.period_end > onboarded_at and (deactivated_at is None or week.period_start < deactivated_at)
     }
 
 
@@ -290,6 +298,7 @@ def _problems(report: SimulationReport) -> list[str]:
         problems += [f"unfinished: {line}" for line in ticks.broken]
     payouts = report.payouts
     problems += payouts.wrong_amounts
+    problems += [f"ledger: {line}" for line in payouts.ledger]
     if payouts.duplicates or payouts.unpaid_weeks:
         problems.append(f"payouts: {payouts.duplicates} duplicates, {payouts.unpaid_weeks} unpaid weeks")
     orders = report.orders

@@ -8,6 +8,7 @@ from django.db import transaction
 from django_q.models import OrmQ
 
 from payouts.models import Payout
+from payouts.services import ledger_wipe
 from scheduling.context import RunContext
 from scheduling.execution import worker_name
 from scheduling.fencing import fence_check
@@ -56,7 +57,7 @@ def simulation_reset() -> None:
     the payouts the runs wrote (a payout keeps its run, so they go together).
     Restaurants, orders and carts stay."""
     with transaction.atomic():
-        Payout.objects.all().delete()
+        ledger_wipe()
         ProbeCharge.objects.all().delete()
         JobRunEvent.objects.all().delete()
         JobRun.objects.all().delete()

@@ -27,6 +27,8 @@ def payout(restaurant: Any, **fields: Any) -> Payout:
         "commission": Decimal("150.00"),
         "net": Decimal("850.00"),
         "order_count": 40,
+        "commission_rate": Decimal("0.15"),
+        "tzdata_version": "2026f",
         "created_at": WEEK_END + timedelta(hours=2),
     }
     values.update(fields)

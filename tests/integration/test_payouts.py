@@ -22,6 +22,7 @@ from django.db import transaction
 from django.db.models import Sum
 
 from orders.models import Order, OrderStatus, Restaurant
+from orders.services import restaurant_deactivate
 from payouts.jobs import weekly_payouts
 from payouts.models import Payout
 from payouts.services import (
@@ -239,11 +240,12 @@ def test_only_delivered_orders_count_and_commission_rounds_half_up(restaurant_fa
 
 
 @pytest.mark.django_db
-def test_inactive_restaurants_are_not_paid(restaurant_factory):
+def test_a_restaurant_deactivated_before_onboarding_week_ends_is_paid_that_week_and_no_more(restaurant_factory):
     closed = restaurant_factory(timezone="Asia/Kolkata", onboarded_at=ONBOARDED)
-    Restaurant.objects.filter(pk=closed.pk).update(is_active=False)
+    restaurant_deactivate(restaurant_id=closed.pk, now=ONBOARDED + timedelta(hours=1))
     pay(TICKS[-1])
-    assert not Payout.objects.exists()
+    [payout] = weeks_of(closed)
+    assert payout.period_start <= ONBOARDED < payout.period_end
 
 
 @pytest.mark.django_db

@@ -15,6 +15,7 @@ from django.core.management import ManagementUtility, call_command
 from django.core.management.base import CommandError
 
 from orders.models import OrderStatus, Restaurant
+from orders.services import restaurant_deactivate
 from payouts.management.commands import catch_up_payouts
 from payouts.models import Payout
 from scheduling.models import JobRun, RunStatus
@@ -135,11 +136,14 @@ def test_bad_input_is_refused_with_nothing_written(restaurants, args, message):
 
 
 @pytest.mark.django_db
-def test_an_inactive_restaurant_is_refused(restaurants):
-    Restaurant.objects.filter(pk=restaurants[0].pk).update(is_active=False)
-    with pytest.raises(CommandError, match="is inactive"):
-        catch_up("--restaurant", str(restaurants[0].pk))
-    assert not Payout.objects.exists()
+def test_an_inactive_restaurant_is_paid_up_to_the_week_it_was_deactivated_in(restaurants):
+    first = restaurants[0]
+    deactivated_at = first.onboarded_at + timedelta(days=8)
+    restaurant_deactivate(restaurant_id=first.pk, now=deactivated_at)
+    catch_up("--restaurant", str(first.pk))
+    paid = list(Payout.objects.filter(restaurant=first).order_by("period_start"))
+    assert paid, "the deactivated restaurant's finished weeks were not paid"
+    assert paid[-1].period_start < deactivated_at < paid[-1].period_end
 
 
 @pytest.mark.django_db(transaction=True)

@@ -102,7 +102,7 @@ def test_reset_replaces_everything_including_payouts():
     Payout.objects.create(
         restaurant=restaurant, period_start=NOW_DT - timedelta(weeks=1), period_end=NOW_DT,
         week_start_local=NOW_DT.date(), gross=Decimal("10.00"), commission=Decimal("1.50"), net=Decimal("8.50"),
-        order_count=1, created_at=NOW_DT,
+        order_count=1, created_at=NOW_DT, commission_rate=Decimal("0.15"), tzdata_version="2026f",
     )  # fmt: skip
     seed(*SMALL, "--seed", "2", "--reset")
     after_reset = digest()

@@ -137,6 +137,8 @@ def test_payouts_are_checked_against_their_orders_and_for_unpaid_weeks(
         commission=Decimal("6.15"),
         net=Decimal("34.85"),
         order_count=1,
+        commission_rate=restaurant.commission_rate,
+        tzdata_version="2026f",
         job_run=run,
         fence=1,
         created_at=tick,

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
 
-from payouts.selectors import PayoutTotals, payout_totals, payouts_of_run, payouts_preview
+from payouts.selectors import PayoutTotals, payout_orders_waiting, payout_totals, payouts_of_run, payouts_preview
 from payouts.services import (
     PAYOUT_JOB,
     BatchProgress,
@@ -88,12 +88,29 @@ class Command(JsonCommand):
             }
             for d in due
         ]
-        data = {"dry_run": True, "as_of": as_of.isoformat(), "would_pay": rows}
+        waiting = [
+            {
+                "restaurant": w.restaurant_id,
+                "paid_through": w.paid_through.isoformat() if w.paid_through else None,
+                "orders": w.order_count,
+                "gross": str(w.gross),
+            }
+            for w in payout_orders_waiting(restaurant_ids=restaurants)
+        ]
+        data = {"dry_run": True, "as_of": as_of.isoformat(), "would_pay": rows, "waiting": waiting}
         lines = [f"dry run as of {as_of.isoformat()}: {len(rows)} payouts would be written (nothing written)"]
         lines += [
             f"  week of {r['week_start_local']}  restaurant {r['restaurant']:>6}  {r['order_count']:>5} orders  "
             f"gross {r['gross']:>12}  commission {r['commission']:>10}  net {r['net']:>12}"
             for r in rows
+        ]
+        lines.append(
+            f"delivered orders waiting for their payout (after the last one's end): {len(waiting)} restaurants"
+        )
+        lines += [
+            f"  restaurant {w['restaurant']:>6}  paid through {w['paid_through'] or 'never paid':<25}  "
+            f"{w['orders']:>5} orders  gross {w['gross']:>12}"
+            for w in waiting
         ]
         self.emit(options, data, "\n".join(lines))
 

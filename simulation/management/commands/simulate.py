@@ -221,7 +221,9 @@ def _payout_lines(report: SimulationReport) -> list[str]:
         return ["Payouts: no payout tick succeeded in the window"]
     return [
         f"Payouts as of {payouts.as_of:%Y-%m-%d %H:%M} UTC: {payouts.checked} checked against their orders, "
-        f"{len(payouts.wrong_amounts)} wrong amounts, {payouts.unpaid_weeks} finished weeks unpaid"
+        f"{len(payouts.wrong_amounts)} wrong amounts, {payouts.unpaid_weeks} finished weeks unpaid; "
+        f"ledger invariant (contiguous from onboarding, gross = delivered orders): "
+        + ("held" if not payouts.ledger else f"{len(payouts.ledger)} problems")
     ]
 
 

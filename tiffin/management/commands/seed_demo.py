@@ -25,7 +25,7 @@ from django.db import connection, transaction
 
 from carts.models import Cart, CartItem
 from orders.models import Order, OrderStatus, Restaurant
-from payouts.models import Payout
+from payouts.services import ledger_wipe
 from tiffin import clock
 
 ZONES = ("Asia/Kolkata", "Europe/London", "America/New_York")
@@ -147,10 +147,10 @@ def refuse_if_not_empty() -> None:
 
 
 def delete_demo_data() -> None:
-    # Orders before payouts (a payout may come to be referenced by the orders it pays),
-    # both before restaurants (they protect it). job_runs belong to the engine: untouched.
+    # The ledger first (once nothing is paid, no order is covered and any may go), then
+    # orders, then restaurants (both protect them). job_runs belong to the engine: untouched.
+    ledger_wipe()
     Order.objects.all().delete()
-    Payout.objects.all().delete()
     Restaurant.objects.all().delete()
     Cart.objects.all().delete()  # items go with their carts
 

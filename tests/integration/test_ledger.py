@@ -1,0 +1,429 @@
+"""The ledger over months: ordinary changes (a zone, a rate, the tz database, a
+deactivation, a late delivery, a deletion) never strand or misprice earned money.
+
+Each test reproduces a finding of the ledger issue and checks the outcome and the ledger
+invariant (``payouts.selectors.ledger_problems``) over the whole ledger. Portable unless
+marked ``postgres`` (the database's own guards are PostgreSQL triggers).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from io import StringIO
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+import time_machine
+from django.contrib.admin.sites import site
+from django.core.exceptions import ValidationError
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import IntegrityError, connection, transaction
+from django.test import RequestFactory
+
+from orders.errors import LedgerError
+from orders.models import CommissionRateChange, Order, OrderStatus, Restaurant
+from orders.services import (
+    order_accept,
+    order_deliver,
+    order_place,
+    restaurant_deactivate,
+    restaurant_rate_change,
+)
+from payouts.models import Payout
+from payouts.selectors import ledger_problems, payout_orders_waiting
+from payouts.weeks import local_midnight
+from scheduling.execution import runs_execute
+from scheduling.models import JobRun, RunStatus
+from scheduling.services import run_claim_manual
+from tiffin.tz import TZDATA_VERSION
+
+# Sunday ticks of weekly-payouts (30 20 * * 0 UTC) in November 2026.
+TICK = {day: datetime(2026, 11, day, 20, 30, tzinfo=UTC) for day in (8, 15, 22, 29)}
+TICK_DEC_6 = datetime(2026, 12, 6, 20, 30, tzinfo=UTC)
+
+
+def pay(as_of: datetime) -> JobRun:
+    """Run weekly-payouts as of ``as_of`` the way run_job --sync does: claim, then execute."""
+    with time_machine.travel(as_of + timedelta(minutes=5), tick=False):
+        run = run_claim_manual(job_name="weekly-payouts", scheduled_for=as_of, now=as_of, enqueue=False)
+        assert run is not None
+        runs_execute(run_ids=[run.id], worker="test")
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    return run
+
+
+def deliver(restaurant: Restaurant, at: datetime, total: str = "10.00") -> Order:
+    """An order placed at ``at`` minus 2 minutes and delivered at exactly ``at``."""
+    order = order_place(
+        restaurant=restaurant, customer_ref="cust-1", total=Decimal(total), now=at - timedelta(minutes=2)
+    )
+    order_accept(order_id=order.pk, now=at - timedelta(minutes=1))
+    return order_deliver(order_id=order.pk, now=at)
+
+
+def hourly(restaurant: Restaurant, start: datetime, end: datetime) -> list[Order]:
+    """One 10.00 order delivered at :15 of every hour in [start, end)."""
+    orders, at = [], start + timedelta(minutes=15)
+    while at < end:
+        orders.append(deliver(restaurant, at))
+        at += timedelta(hours=1)
+    return orders
+
+
+def ledger(restaurant: Restaurant) -> list[Payout]:
+    return list(Payout.objects.filter(restaurant=restaurant).order_by("period_start"))
+
+
+def assert_every_order_paid_once(restaurant: Restaurant) -> None:
+    """Every order delivered before the last payout's end is in exactly one payout, the
+    payouts' gross is those orders' total, and each payout starts where the last ended."""
+    payouts = ledger(restaurant)
+    delivered = Order.objects.filter(
+        restaurant=restaurant, status=OrderStatus.DELIVERED, delivered_at__lt=payouts[-1].period_end
+    )
+    for order in delivered:
+        covering = [p for p in payouts if p.period_start <= order.delivered_at < p.period_end]  # type: ignore[operator]
+        assert len(covering) == 1, f"order {order.pk} at {order.delivered_at} is in {len(covering)} payouts"
+    assert sum((p.gross for p in payouts), Decimal(0)) == sum((o.total for o in delivered), Decimal(0))
+    assert [
+        (a.period_end, b.period_start) for a, b in itertools.pairwise(payouts) if a.period_end != b.period_start
+    ] == []
+
+
+def restaurant_at(zone: str, onboarded_at: datetime, rate: str = "0.15") -> Restaurant:
+    from orders.services import restaurant_create
+
+    return restaurant_create(name=f"R {zone}", timezone=zone, commission_rate=Decimal(rate), onboarded_at=onboarded_at)
+
+
+# --- 1. One time-zone database ------------------------------------------------------------
+
+
+def test_zoneinfo_reads_only_the_pinned_tzdata_package():
+    import zoneinfo
+
+    assert zoneinfo.TZPATH == ()
+    # 2026f: British Columbia keeps UTC-7 through the winter of 2026; older data says -8.
+    assert ZoneInfo("America/Vancouver").utcoffset(datetime(2026, 11, 9, 12, tzinfo=UTC)) == timedelta(hours=-7)
+
+
+OS_ZONEINFO = Path("/usr/share/zoneinfo/America/Vancouver")
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(not OS_ZONEINFO.exists(), reason="no OS zone files to compare with")
+def test_a_payout_cut_with_other_zone_data_is_continued_without_a_gap():
+    """A payout written by a server that read the OS's zone files (before the package was
+    pinned) ends an hour later than the package's week; the next payout starts there."""
+    with OS_ZONEINFO.open("rb") as file:
+        os_zone = ZoneInfo.from_file(file, key="America/Vancouver")
+    os_week_end = datetime(2026, 11, 2, tzinfo=os_zone).astimezone(UTC)
+    package_week_end = local_midnight(date(2026, 11, 2), ZoneInfo("America/Vancouver"))
+    if os_week_end == package_week_end:
+        pytest.skip("the OS zone data agrees with the package for this week")
+    vancouver = restaurant_at("America/Vancouver", datetime(2026, 10, 26, 12, tzinfo=UTC))
+    hourly(vancouver, datetime(2026, 10, 26, 7, tzinfo=UTC), datetime(2026, 11, 9, 8, tzinfo=UTC))
+    Payout.objects.create(  # what the other server paid: the week of 26 Oct by its data
+        restaurant=vancouver,
+        period_start=datetime(2026, 10, 26, 7, tzinfo=UTC),
+        period_end=os_week_end,
+        week_start_local=date(2026, 10, 26),
+        gross=Decimal("1690.00"),
+        commission=Decimal("253.50"),
+        net=Decimal("1436.50"),
+        order_count=169,
+        commission_rate=Decimal("0.15"),
+        tzdata_version="2025b",
+        created_at=TICK[8],
+    )
+    pay(TICK[15])
+    _, second = ledger(vancouver)
+    assert (second.period_start, second.period_end) == (os_week_end, datetime(2026, 11, 9, 7, tzinfo=UTC))
+    assert second.tzdata_version == TZDATA_VERSION
+    assert_every_order_paid_once(vancouver)
+    assert ledger_problems(paid_as_of=TICK[15]) == []
+
+
+# --- 2. A zone change after payouts ---------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("before", "after"), [("America/New_York", "Asia/Kolkata"), ("Asia/Kolkata", "America/New_York")]
+)
+def test_a_zone_changed_after_payouts_leaves_no_order_unpaid(before, after):
+    restaurant = restaurant_at(before, datetime(2026, 11, 2, 12, tzinfo=UTC))
+    # From the start of the onboarding week in either zone (05:00 UTC in New York).
+    hourly(restaurant, datetime(2026, 11, 2, 5, tzinfo=UTC), datetime(2026, 11, 16, 6, tzinfo=UTC))
+    pay(TICK[8])  # nothing finished yet in New York; the week of 2 Nov in Kolkata is not either
+    pay(TICK[15])  # the week of 2 Nov
+    paid_before = len(ledger(restaurant))
+    Restaurant.objects.filter(pk=restaurant.pk).update(timezone=after)  # through the ORM, as a shell would
+    hourly(restaurant, datetime(2026, 11, 16, 6, tzinfo=UTC), datetime(2026, 11, 30, 6, tzinfo=UTC))
+    pay(TICK[22])
+    pay(TICK[29])
+    payouts = ledger(restaurant)
+    assert payouts[0].period_start <= restaurant.onboarded_at < payouts[0].period_end
+    # After the change, each period ends at a local Monday 00:00 of the new zone.
+    zone = ZoneInfo(after)
+    ends = [p.period_end.astimezone(zone) for p in payouts[paid_before:]]
+    assert len(ends) >= 2
+    assert all((end.weekday(), end.hour, end.minute) == (0, 0, 0) for end in ends)
+    assert_every_order_paid_once(restaurant)
+    assert ledger_problems(paid_as_of=TICK[29]) == []
+
+
+# --- 3. Rates as of the week ----------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_rate_change_before_a_late_catch_up_does_not_reach_into_the_finished_week():
+    on_time, late = (restaurant_at("America/New_York", datetime(2026, 11, 9, 12, tzinfo=UTC)) for _ in range(2))
+    week_of_16_nov = (datetime(2026, 11, 16, 5, tzinfo=UTC), datetime(2026, 11, 23, 5, tzinfo=UTC))
+    for restaurant in (on_time, late):
+        for n in range(7):  # 700.00 in the week of 16 Nov
+            deliver(restaurant, week_of_16_nov[0] + timedelta(days=n, hours=12), "100.00")
+    pay_only(TICK[29], on_time)  # on time, before the change
+    changed_at = datetime(2026, 11, 30, 9, tzinfo=UTC)
+    for restaurant in (on_time, late):
+        restaurant_rate_change(
+            restaurant_id=restaurant.pk, rate=Decimal("0.30"), effective_from=changed_at, now=changed_at
+        )
+    pay_only(TICK[29], late, clock_at=datetime(2026, 11, 30, 10, tzinfo=UTC))  # the tick was missed: late
+
+    def week(restaurant: Restaurant) -> Payout:
+        return Payout.objects.get(restaurant=restaurant, period_start=week_of_16_nov[0])
+
+    assert (week(late).commission, week(late).net, week(late).commission_rate) == (
+        Decimal("105.00"),
+        Decimal("595.00"),
+        Decimal("0.1500"),
+    )
+    assert (week(on_time).commission, week(on_time).net) == (Decimal("105.00"), Decimal("595.00"))
+    # The week of 30 Nov began (05:00 UTC) before the change (09:00): it keeps 0.15. The
+    # first period that begins after the change, the week of 7 Dec, pays 0.30.
+    deliver(late, datetime(2026, 12, 1, 12, tzinfo=UTC), "100.00")
+    deliver(late, datetime(2026, 12, 8, 12, tzinfo=UTC), "100.00")
+    pay_only(datetime(2026, 12, 14, 20, 30, tzinfo=UTC), late)
+    assert [(p.period_start, p.commission_rate, p.commission) for p in ledger(late)[-2:]] == [
+        (datetime(2026, 11, 30, 5, tzinfo=UTC), Decimal("0.1500"), Decimal("15.00")),
+        (datetime(2026, 12, 7, 5, tzinfo=UTC), Decimal("0.3000"), Decimal("30.00")),
+    ]
+
+
+def pay_only(as_of: datetime, restaurant: Restaurant, *, clock_at: datetime | None = None) -> None:
+    with time_machine.travel(clock_at or as_of + timedelta(minutes=5), tick=False):
+        call_command(
+            "catch_up_payouts", "--as-of", as_of.isoformat(), "--restaurant", str(restaurant.pk), stdout=StringIO()
+        )
+
+
+@pytest.mark.django_db
+def test_a_rate_change_in_the_past_is_refused_and_writes_nothing(restaurant):
+    now = datetime(2026, 11, 30, 9, tzinfo=UTC)
+    with pytest.raises(ValidationError) as refused:
+        restaurant_rate_change(
+            restaurant_id=restaurant.pk, rate=Decimal("0.2"), effective_from=now - timedelta(days=1), now=now
+        )
+    assert "takes effect now or later" in str(refused.value)
+    with pytest.raises(ValidationError, match="0 <= rate < 1"):
+        restaurant_rate_change(restaurant_id=restaurant.pk, rate=Decimal("1.5"), effective_from=now, now=now)
+    assert not CommissionRateChange.objects.exists()
+
+
+# --- 4. Deactivation stops orders, not payment ---------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_restaurant_deactivated_before_the_tick_is_paid_its_finished_weeks_and_then_closes():
+    london = restaurant_at("Europe/London", datetime(2026, 11, 2, 12, tzinfo=UTC))
+    for n in range(13):
+        deliver(london, datetime(2026, 11, 9, 10, tzinfo=UTC) + timedelta(hours=11 * n))
+    pay(TICK[15])  # the week of 2 Nov
+    restaurant_deactivate(restaurant_id=london.pk, now=datetime(2026, 11, 16, 10, tzinfo=UTC))
+    pay(TICK[22])
+    pay(TICK[29])
+    pay(TICK_DEC_6)
+    weeks = [(p.period_start, p.order_count) for p in ledger(london)]
+    assert weeks == [
+        (datetime(2026, 11, 2, tzinfo=UTC), 0),
+        (datetime(2026, 11, 9, tzinfo=UTC), 13),
+        (datetime(2026, 11, 16, tzinfo=UTC), 0),  # the week it was deactivated in closes the ledger
+    ]
+    assert ledger_problems(paid_as_of=TICK_DEC_6) == []
+
+
+@pytest.mark.django_db
+def test_an_inactive_restaurant_cannot_deliver(restaurant):
+    order = order_place(
+        restaurant=restaurant, customer_ref="c", total=Decimal("5.00"), now=datetime(2026, 11, 9, tzinfo=UTC)
+    )
+    order_accept(order_id=order.pk, now=datetime(2026, 11, 9, 0, 1, tzinfo=UTC))
+    restaurant_deactivate(restaurant_id=restaurant.pk, now=datetime(2026, 11, 9, 0, 2, tzinfo=UTC))
+    with pytest.raises(LedgerError, match="deactivated"):
+        order_deliver(order_id=order.pk, now=datetime(2026, 11, 9, 0, 3, tzinfo=UTC))
+    assert Order.objects.get(pk=order.pk).status == OrderStatus.ACCEPTED
+
+
+# --- 5. Every delivered order paid exactly once --------------------------------------------
+
+
+@pytest.fixture
+def paid_london(db: None) -> tuple[Restaurant, Order]:
+    london = restaurant_at("Europe/London", datetime(2026, 11, 2, 12, tzinfo=UTC))
+    paid_order = deliver(london, datetime(2026, 11, 4, 12, tzinfo=UTC), "25.00")
+    pay(TICK[15])
+    return london, paid_order
+
+
+def test_a_delivery_inside_a_paid_week_is_refused_and_a_later_one_waits_for_its_payout(paid_london):
+    london, _ = paid_london
+    order = order_place(
+        restaurant=london, customer_ref="c", total=Decimal("7.00"), now=datetime(2026, 11, 5, tzinfo=UTC)
+    )
+    order_accept(order_id=order.pk, now=datetime(2026, 11, 5, 0, 1, tzinfo=UTC))
+    with pytest.raises(LedgerError, match="already paid through 2026-11-09 00:00 UTC"):
+        order_deliver(order_id=order.pk, now=datetime(2026, 11, 6, tzinfo=UTC))
+    assert Order.objects.get(pk=order.pk).status == OrderStatus.ACCEPTED
+    order_deliver(order_id=order.pk, now=datetime(2026, 11, 9, 0, 30, tzinfo=UTC))
+    [waiting] = payout_orders_waiting(restaurant_ids=[london.pk])
+    assert (waiting.order_count, waiting.gross, waiting.paid_through) == (
+        1,
+        Decimal("7.00"),
+        datetime(2026, 11, 9, tzinfo=UTC),
+    )
+
+
+def test_a_dry_run_shows_the_orders_waiting_for_their_payout(paid_london):
+    london, _ = paid_london
+    deliver(london, datetime(2026, 11, 10, 12, tzinfo=UTC), "7.00")
+    out = StringIO()
+    with time_machine.travel(datetime(2026, 11, 12, tzinfo=UTC), tick=False):
+        call_command("catch_up_payouts", "--dry-run", "--json", stdout=out)
+    waiting = json.loads(out.getvalue())["waiting"]
+    assert waiting == [
+        {"restaurant": london.pk, "paid_through": "2026-11-09T00:00:00+00:00", "orders": 1, "gross": "7.00"}
+    ]
+
+
+@pytest.mark.postgres
+def test_a_raw_sql_delivery_inside_a_paid_week_is_refused_by_the_database(paid_london):
+    london, _ = paid_london
+    order = order_place(
+        restaurant=london, customer_ref="c", total=Decimal("7.00"), now=datetime(2026, 11, 5, tzinfo=UTC)
+    )
+    order_accept(order_id=order.pk, now=datetime(2026, 11, 5, 0, 1, tzinfo=UTC))
+    with pytest.raises(IntegrityError, match="is paid through"), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE orders_order SET status = 'delivered', delivered_at = %s WHERE id = %s",
+            [datetime(2026, 11, 6, tzinfo=UTC), order.pk],
+        )
+    assert Order.objects.get(pk=order.pk).status == OrderStatus.ACCEPTED
+
+
+# --- 6. Paid facts are immutable -----------------------------------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "DELETE FROM orders_order WHERE id = %s",
+        "UPDATE orders_order SET total = total + 1 WHERE id = %s",
+        "UPDATE orders_order SET delivered_at = delivered_at + interval '1 week' WHERE id = %s",
+        "UPDATE orders_order SET restaurant_id = restaurant_id WHERE id = %s AND false",  # a no-op passes
+    ],
+)
+def test_a_paid_order_cannot_be_deleted_or_changed_by_plain_sql(paid_london, statement):
+    _, order = paid_london
+    before = Order.objects.values().get(pk=order.pk)
+    if "AND false" in statement:
+        with connection.cursor() as cursor:
+            cursor.execute(statement, [order.pk])
+    else:
+        with (
+            pytest.raises(IntegrityError, match="is covered by a payout"),
+            transaction.atomic(),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(statement, [order.pk])
+    assert Order.objects.values().get(pk=order.pk) == before
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("statement", ["DELETE FROM payouts_payout", "UPDATE payouts_payout SET gross = gross"])
+def test_payouts_are_append_only_in_the_database(paid_london, statement):
+    count = Payout.objects.count()
+    with pytest.raises(IntegrityError, match="part of the ledger"), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(statement)
+    assert Payout.objects.count() == count
+
+
+@pytest.mark.postgres
+def test_the_onboarding_rate_never_changes_and_rate_history_cannot_reach_a_paid_week(paid_london):
+    london, _ = paid_london
+    with pytest.raises(IntegrityError, match="never changes"), transaction.atomic():
+        Restaurant.objects.filter(pk=london.pk).update(commission_rate=Decimal("0.5"))
+    with pytest.raises(IntegrityError, match="would reach into"), transaction.atomic():
+        CommissionRateChange.objects.create(
+            restaurant=london,
+            rate=Decimal("0.5"),
+            effective_from=datetime(2026, 11, 3, tzinfo=UTC),
+            created_at=TICK[15],
+        )
+    assert not CommissionRateChange.objects.exists()
+
+
+@pytest.mark.django_db
+def test_no_admin_path_deletes_an_order(admin_user):
+    request = RequestFactory().get("/admin/orders/order/")
+    request.user = admin_user
+    order_admin = site._registry[Order]
+    assert not order_admin.has_delete_permission(request)
+    assert "delete_selected" not in order_admin.get_actions(request)
+
+
+# --- The invariant, checked by check_runs ----------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_check_runs_reports_a_gap_and_a_payout_that_disagrees_with_its_orders_as_invariant_problems(paid_london):
+    london, _ = paid_london
+    week = Payout.objects.get(restaurant=london, period_start=datetime(2026, 11, 2, tzinfo=UTC))
+    Payout.objects.create(  # a week later than it should be: 9 to 16 Nov is never paid
+        restaurant=london,
+        period_start=week.period_end + timedelta(weeks=1),
+        period_end=week.period_end + timedelta(weeks=2),
+        week_start_local=(week.period_end + timedelta(weeks=1)).date(),
+        gross=Decimal("5.00"),
+        commission=Decimal("0.75"),
+        net=Decimal("4.25"),
+        order_count=1,
+        commission_rate=Decimal("0.15"),
+        tzdata_version=TZDATA_VERSION,
+        created_at=TICK[22],
+    )
+    out = StringIO()
+    with time_machine.travel(TICK[22] + timedelta(hours=2), tick=False), pytest.raises(CommandError) as exited:
+        call_command("check_runs", "--json", stdout=out)
+    assert exited.value.returncode == 1
+    problems = [p for p in json.loads(out.getvalue())["problems"] if p["kind"] == "invariant"]
+    details = sorted(p["detail"] for p in problems)
+    assert [p["subject"] for p in problems] == [f"restaurant:{london.pk}"] * 2
+    assert "2026-11-09 00:00 UTC to 2026-11-16 00:00 UTC is unpaid" in details[0]
+    assert "have gross 30.00, its orders delivered before then total 25.00" in details[1]
+
+
+@pytest.mark.django_db
+def test_a_ledger_paid_by_the_job_has_no_invariant_problem_and_a_missed_week_is_one(paid_london):
+    london, _ = paid_london
+    assert ledger_problems(paid_as_of=TICK[15]) == []
+    [behind] = ledger_problems(paid_as_of=TICK[22])  # a run as of 22 Nov succeeded, yet 9 Nov is unpaid
+    assert (behind.restaurant_id, behind.at) == (london.pk, datetime(2026, 11, 9, tzinfo=UTC))
+    assert "was finished by the run as of 2026-11-22 20:30 UTC and is unpaid" in behind.detail
