@@ -10,26 +10,77 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from orders.errors import OrderError
-from orders.models import Order, Restaurant
-from orders.services import order_accept, order_cancel, order_deliver, order_reject
+from orders.models import CommissionRateChange, Order, Restaurant
+from orders.selectors import restaurant_paid_through
+from orders.services import (
+    order_accept,
+    order_cancel,
+    order_deliver,
+    order_reject,
+    rate_change_errors,
+    restaurant_deactivate,
+    restaurant_rate_change,
+    restaurant_reactivate,
+)
 from tiffin import clock
 
 if TYPE_CHECKING:
     _RestaurantAdmin = admin.ModelAdmin[Restaurant]
     _OrderAdmin = admin.ModelAdmin[Order]
-else:  # ModelAdmin is generic only in django-stubs
+    _RateChangeForm = forms.ModelForm[CommissionRateChange]
+    _RateChangeInline = admin.TabularInline[CommissionRateChange, Restaurant]
+else:  # ModelAdmin, ModelForm and TabularInline are generic only in django-stubs
     _RestaurantAdmin = _OrderAdmin = admin.ModelAdmin
+    _RateChangeForm = forms.ModelForm
+    _RateChangeInline = admin.TabularInline
 
 _OrderService = Callable[..., Order]
 # Refusals listed one by one up to this many; beyond it, only their number.
 _REFUSALS_SHOWN = 10
+
+
+class RateChangeForm(_RateChangeForm):
+    """A new rate change, validated by the same rules as the service (now or later, never
+    into a paid period); existing rows are history and read-only."""
+
+    class Meta:
+        model = CommissionRateChange
+        fields = ("rate", "effective_from")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        # The inline formset has set the restaurant on the instance already.
+        if self.instance.pk is None and {"rate", "effective_from"} <= data.keys():
+            errors = rate_change_errors(
+                restaurant=self.instance.restaurant,
+                rate=data["rate"],
+                effective_from=data["effective_from"],
+                now=clock.now(),
+            )
+            for field, message in errors.items():
+                self.add_error(field, message)
+        return data
+
+
+class RateChangeInline(_RateChangeInline):
+    model = CommissionRateChange
+    form = RateChangeForm
+    extra = 0
+    can_delete = False
+    fields = ("rate", "effective_from", "created_at")
+    readonly_fields = ("created_at",)
+    verbose_name = "commission rate change"
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # history: a change is a new row
 
 
 @admin.register(Restaurant)
@@ -38,17 +89,65 @@ class RestaurantAdmin(_RestaurantAdmin):
     list_filter = ("timezone", "is_active")
     search_fields = ("name",)
     date_hierarchy = "onboarded_at"
+    inlines = (RateChangeInline,)
+    actions = ("deactivate", "reactivate")
 
-    @admin.display(description="commission", ordering="commission_rate")
+    @admin.display(description="onboarding commission", ordering="commission_rate")
     def commission_percent(self, restaurant: Restaurant) -> str:
         return f"{restaurant.commission_rate * 100:.2f} %"
 
+    @admin.display(description="paid through")
+    def paid_through(self, restaurant: Restaurant) -> str:
+        end = restaurant_paid_through(restaurant_id=restaurant.pk)
+        return "never paid" if end is None else f"{end:%Y-%m-%d %H:%M} UTC"
+
+    @admin.display(description="delivered orders waiting for their payout")
+    def orders_waiting(self, restaurant: Restaurant) -> str:
+        from payouts.selectors import payout_orders_waiting  # payouts depends on orders, not back
+
+        waiting = payout_orders_waiting(restaurant_ids=[restaurant.pk])
+        return "none" if not waiting else f"{waiting[0].order_count} orders, gross {waiting[0].gross}"
+
     def get_readonly_fields(self, request: HttpRequest, obj: Restaurant | None = None) -> tuple[str, ...]:
-        # Business weeks are cut in the restaurant's zone from its onboarding week: once a
-        # week is paid, moving either would cut new weeks across paid hours.
-        if obj is not None and obj.payouts.exists():
-            return ("timezone", "onboarded_at")
-        return ()
+        if obj is None:
+            return ()
+        # The onboarding rate is history (changes are rate changes below); activity changes
+        # through the actions, which stamp the deactivation. The zone may change: payouts
+        # continue from the last one's end, and only future boundaries move. The onboarding
+        # instant decides where the ledger starts, so it is fixed once anything is paid.
+        fixed = ("commission_rate", "is_active", "deactivated_at", "paid_through", "orders_waiting")
+        return (*fixed, "onboarded_at") if obj.payouts.exists() else fixed
+
+    @admin.action(description="Deactivate: stop orders (finished weeks are still paid)")
+    def deactivate(self, request: HttpRequest, queryset: QuerySet[Restaurant]) -> None:
+        now = clock.now()
+        self._each(request, queryset, lambda rid: restaurant_deactivate(restaurant_id=rid, now=now), "deactivated")
+
+    @admin.action(description="Reactivate: take orders again")
+    def reactivate(self, request: HttpRequest, queryset: QuerySet[Restaurant]) -> None:
+        self._each(request, queryset, lambda rid: restaurant_reactivate(restaurant_id=rid), "reactivated")
+
+    def _each(
+        self, request: HttpRequest, queryset: QuerySet[Restaurant], change: Callable[[int], Any], verb: str
+    ) -> None:
+        done = 0
+        for restaurant_id in queryset.values_list("pk", flat=True):
+            try:
+                change(restaurant_id)
+            except OrderError as error:
+                self.message_user(request, f"Refused: {error}.", messages.WARNING)
+            else:
+                done += 1
+        if done:
+            self.message_user(request, f"{done} restaurant(s) {verb}.", messages.SUCCESS)
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        # New rate changes go through the service (created_at, the same refusals), not
+        # the inline's own save; save(commit=False) still records them for the history.
+        for new in formset.save(commit=False):
+            restaurant_rate_change(
+                restaurant_id=form.instance.pk, rate=new.rate, effective_from=new.effective_from, now=clock.now()
+            )
 
 
 @admin.register(Order)

@@ -107,8 +107,8 @@ class PayoutAdmin(_PayoutAdmin):
     actions = ("export_csv",)
     fieldsets = (
         (None, {"fields": ("restaurant", "zone", "week_start_local", "period_start", "period_end", "hours")}),
-        ("Amounts", {"fields": ("order_count", "gross", "commission", "net")}),
-        ("Written by", {"fields": ("run_link", "fence", "created_at")}),
+        ("Amounts", {"fields": ("order_count", "gross", "commission_rate", "commission", "net")}),
+        ("Written by", {"fields": ("run_link", "fence", "tzdata_version", "created_at")}),
         ("Orders it covers", {"fields": ("covered_orders",)}),
     )
     readonly_fields = (
@@ -120,10 +120,12 @@ class PayoutAdmin(_PayoutAdmin):
         "hours",
         "order_count",
         "gross",
+        "commission_rate",
         "commission",
         "net",
         "run_link",
         "fence",
+        "tzdata_version",
         "created_at",
         "covered_orders",
     )

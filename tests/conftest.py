@@ -94,3 +94,14 @@ def order_factory(restaurant_factory: Any) -> Any:
         return order
 
     return make
+
+
+@pytest.fixture
+def admin_pages(settings: Any) -> None:
+    """Serve the admin to the test client: plain HTTP (production settings redirect to
+    HTTPS) and static files without collectstatic's manifest."""
+    settings.SECURE_SSL_REDIRECT = False
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }

@@ -24,6 +24,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import IntegrityError, connection, transaction
 from django.test import RequestFactory
+from django.urls import reverse
 
 from orders.errors import LedgerError
 from orders.models import CommissionRateChange, Order, OrderStatus, Restaurant
@@ -427,3 +428,52 @@ def test_a_ledger_paid_by_the_job_has_no_invariant_problem_and_a_missed_week_is_
     [behind] = ledger_problems(paid_as_of=TICK[22])  # a run as of 22 Nov succeeded, yet 9 Nov is unpaid
     assert (behind.restaurant_id, behind.at) == (london.pk, datetime(2026, 11, 9, tzinfo=UTC))
     assert "was finished by the run as of 2026-11-22 20:30 UTC and is unpaid" in behind.detail
+
+
+# --- The admin: rate history and deactivation ------------------------------------------------
+
+
+def _rate_change_post(restaurant: Restaurant, day: str) -> dict[str, str]:
+    return {
+        "name": restaurant.name,
+        "timezone": restaurant.timezone,
+        "rate_changes-TOTAL_FORMS": "1",
+        "rate_changes-INITIAL_FORMS": "0",
+        "rate_changes-MIN_NUM_FORMS": "0",
+        "rate_changes-MAX_NUM_FORMS": "1000",
+        "rate_changes-0-rate": "0.2000",
+        "rate_changes-0-effective_from_0": day,
+        "rate_changes-0-effective_from_1": "00:00:00",
+    }
+
+
+def test_the_admin_adds_a_rate_change_for_the_future_and_refuses_one_in_the_past(
+    paid_london, admin_client, admin_pages
+):
+    london, _ = paid_london
+    url = reverse("admin:orders_restaurant_change", args=[london.pk])
+    with time_machine.travel(datetime(2026, 11, 20, tzinfo=UTC), tick=False):
+        refused = admin_client.post(url, _rate_change_post(london, "2026-11-03"))
+        assert refused.status_code == 200  # the form again, with the error
+        assert "takes effect now or later" in refused.content.decode()
+        assert not CommissionRateChange.objects.exists()
+        accepted = admin_client.post(url, _rate_change_post(london, "2026-12-07"))
+    assert accepted.status_code == 302
+    [change] = CommissionRateChange.objects.filter(restaurant=london)
+    assert (change.rate, change.effective_from, change.created_at) == (
+        Decimal("0.2000"),
+        datetime(2026, 12, 7, tzinfo=UTC),
+        datetime(2026, 11, 20, tzinfo=UTC),
+    )
+    page = admin_client.get(url).content.decode()
+    assert "2026-11-09 00:00 UTC" in page  # paid through
+    london.refresh_from_db()
+    assert london.commission_rate == Decimal("0.1500")  # the onboarding rate is untouched
+
+
+def test_the_admin_deactivates_a_restaurant_through_the_service(paid_london, admin_client, admin_pages):
+    london, _ = paid_london
+    with time_machine.travel(datetime(2026, 11, 20, 9, tzinfo=UTC), tick=False):
+        admin_client.post("/admin/orders/restaurant/", {"action": "deactivate", "_selected_action": [str(london.pk)]})
+    london.refresh_from_db()
+    assert (london.is_active, london.deactivated_at) == (False, datetime(2026, 11, 20, 9, tzinfo=UTC))
