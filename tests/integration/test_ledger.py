@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from io import StringIO
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -37,10 +39,12 @@ from orders.services import (
 )
 from payouts.models import Payout
 from payouts.selectors import ledger_problems, payout_orders_waiting
+from payouts.services import payouts_pay_due
 from payouts.weeks import local_midnight
 from scheduling.execution import runs_execute
 from scheduling.models import JobRun, RunStatus
 from scheduling.services import run_claim_manual
+from tests.locks import wait_until_blocked
 from tiffin.tz import TZDATA_VERSION
 
 # Sunday ticks of weekly-payouts (30 20 * * 0 UTC) in November 2026.
@@ -477,3 +481,86 @@ def test_the_admin_deactivates_a_restaurant_through_the_service(paid_london, adm
         admin_client.post("/admin/orders/restaurant/", {"action": "deactivate", "_selected_action": [str(london.pk)]})
     london.refresh_from_db()
     assert (london.is_active, london.deactivated_at) == (False, datetime(2026, 11, 20, 9, tzinfo=UTC))
+
+
+# --- A delivery racing a payout (PostgreSQL) ---------------------------------------------------
+
+
+def _accepted_order(restaurant: Restaurant) -> Order:
+    order = order_place(
+        restaurant=restaurant, customer_ref="c", total=Decimal("9.00"), now=datetime(2026, 11, 3, tzinfo=UTC)
+    )
+    return order_accept(order_id=order.pk, now=datetime(2026, 11, 3, 0, 1, tzinfo=UTC))
+
+
+_DELIVER_IN_WEEK = "UPDATE orders_order SET status = 'delivered', delivered_at = '2026-11-04 12:00+00' WHERE id = %s"
+
+
+def _in_thread(work: Any, hold: threading.Event | None = None) -> tuple[threading.Thread, threading.Event, list[Any]]:
+    """Run ``work()`` in its own transaction on its own connection; with ``hold``, keep the
+    transaction open until it is set. Returns the thread, a 'has run' event and its outcome."""
+    done, outcome = threading.Event(), []
+
+    def run() -> None:
+        try:
+            with transaction.atomic():
+                outcome.append(work())
+                done.set()
+                if hold is not None:
+                    hold.wait(timeout=30)
+        except Exception as error:
+            outcome.append(error)
+        finally:
+            done.set()
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, done, outcome
+
+
+def _pay_week_of_2_nov() -> int:
+    return payouts_pay_due(as_of=TICK[15], fence=1, job_run_id=None, now=TICK[15]).written
+
+
+def _raw_deliver(order_id: int) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(_DELIVER_IN_WEEK, [order_id])
+        return cursor.rowcount
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_delivery_waiting_behind_a_payout_of_its_week_is_refused_once_the_payout_commits():
+    london = restaurant_at("Europe/London", datetime(2026, 11, 2, 12, tzinfo=UTC))
+    order = _accepted_order(london)
+    release = threading.Event()
+    payer, paid, _ = _in_thread(_pay_week_of_2_nov, hold=release)
+    assert paid.wait(timeout=30)
+    deliverer, _, delivered = _in_thread(lambda: _raw_deliver(order.pk))
+    wait_until_blocked()  # on the payout's lock of the restaurant row
+    release.set()
+    payer.join(timeout=30)
+    deliverer.join(timeout=30)
+    assert isinstance(delivered[0], IntegrityError) and "is paid through" in str(delivered[0])
+    assert Order.objects.get(pk=order.pk).status == OrderStatus.ACCEPTED
+    assert ledger_problems(paid_as_of=TICK[15]) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_payout_waiting_behind_a_delivery_into_its_week_pays_it_once_the_delivery_commits():
+    london = restaurant_at("Europe/London", datetime(2026, 11, 2, 12, tzinfo=UTC))
+    order = _accepted_order(london)
+    release = threading.Event()
+    deliverer, delivered, _ = _in_thread(lambda: _raw_deliver(order.pk), hold=release)
+    assert delivered.wait(timeout=30)
+    payer, _, written = _in_thread(_pay_week_of_2_nov)
+    wait_until_blocked()  # the payout's FOR NO KEY UPDATE behind the delivery's FOR SHARE
+    release.set()
+    deliverer.join(timeout=30)
+    payer.join(timeout=30)
+    assert written == [1]
+    [payout] = ledger(london)
+    assert (payout.order_count, payout.gross) == (1, Decimal("9.00"))
+    assert ledger_problems(paid_as_of=TICK[15]) == []
