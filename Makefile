@@ -105,7 +105,7 @@ browser-deps: ## Install Debian's chromium for the browser tests if it is missin
 up: $(STAMP) ## Serve the admin (gunicorn + whitenoise) and run one worker on the local database (after make demo)
 	deploy/local-up.sh
 
-bench: $(STAMP) ## Five benchmarks against their references on PostgreSQL (bench/results/, BENCHMARKS.md)
+bench: $(STAMP) ## Six benchmarks against their references on PostgreSQL (bench/results/, BENCHMARKS.md)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	$(PY) -m bench
 

@@ -1,7 +1,7 @@
 """Run every benchmark (``make bench``), each in its own process and database, then print
 one summary and rewrite the results section of BENCHMARKS.md from bench/results/.
 
-    python -m bench                    # all five
+    python -m bench                    # all six
     python -m bench claim_contention   # some of them, by module name
     python -m bench --markdown-only    # only rewrite BENCHMARKS.md from the last results
 
@@ -19,7 +19,7 @@ from bench.common import PYTHON, ROOT, fmt
 from bench.markdown import markdown_write
 
 # Cheapest first, so a broken setup shows up early.
-BENCHMARKS = ["claim_contention", "tick_lateness", "payouts", "carts", "cancellations"]
+BENCHMARKS = ["claim_contention", "tick_lateness", "payouts", "carts", "cancellations", "history"]
 
 
 def main() -> int:

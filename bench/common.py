@@ -32,7 +32,8 @@ RESULTS = ROOT / "bench" / "results"
 PYTHON = sys.executable
 # The PostgreSQL server the benchmarks create their databases on (no database name).
 SERVER_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432").rstrip("/")
-DATABASE_PREFIX = "tiffin_bench_"
+# BENCH_DATABASE_PREFIX keeps benchmarks run side by side on one server apart.
+DATABASE_PREFIX = os.environ.get("BENCH_DATABASE_PREFIX", "tiffin_bench_")
 
 Better = Literal["lower", "higher"]
 
@@ -54,6 +55,14 @@ def database_create(name: str) -> str:
     manage("migrate", "--noinput", "--verbosity", "0", "--skip-checks", url=url)
     SERVER_STARTS.setdefault("first", server_started_at())
     return url
+
+
+def database_drop(name: str) -> None:
+    """Drop ``tiffin_bench_<name>`` (a benchmark whose data takes gigabytes cleans up after
+    itself); close this process's own connections to it first."""
+    with psycopg.connect(f"{SERVER_URL}/postgres", autocommit=True) as conn:
+        dbname = DATABASE_PREFIX + name
+        conn.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(pgsql.Identifier(dbname)))
 
 
 # When the server started: a benchmark during which it restarted measured nothing useful
@@ -103,7 +112,7 @@ def sql_value(url: str, query: str, params: Sequence[Any] = ()) -> Any:
         return None if row is None else row[0]
 
 
-def bulk_load(url: str, table: str, statements: Sequence[tuple[str, Sequence[Any]]]) -> float:
+def bulk_load(url: str, table: str, statements: Sequence[tuple[str, Sequence[Any] | Mapping[str, Any]]]) -> float:
     """Run set-based INSERTs into ``table`` fast, leaving it exactly as migrated; return seconds.
 
     The table's secondary indexes are dropped and rebuilt from their own definitions

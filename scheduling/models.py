@@ -144,6 +144,25 @@ class JobRun(models.Model):
             ),
             # Admin list filtered by status, newest first.
             models.Index(fields=["status", "scheduled_for"], name="job_run_status"),
+            # The admin job runs list and its day drill-down, newest first:
+            # ORDER BY scheduled_for DESC, id DESC LIMIT n (optionally WHERE scheduled_for in a day),
+            # and the MIN/MAX the date drill-down starts from.
+            models.Index(fields=["scheduled_for", "id"], name="job_run_recent"),
+            # A job's runs newest first: the admin list filtered by job and the last run of
+            # each job (dashboard, schedules list, list_jobs), WHERE job_name = ? [AND status ...]
+            # ORDER BY scheduled_for DESC, id DESC LIMIT n; the recent successes check_runs
+            # takes a job's expected duration from.
+            models.Index(fields=["job_name", "scheduled_for", "id"], name="job_run_by_job"),
+            # check_runs: runs that died in the window whatever their tick's age,
+            # WHERE status = 'dead' AND finished_at > window start (dead runs only: tiny).
+            models.Index(fields=["finished_at"], name="job_run_dead_finished", condition=Q(status="dead")),
+            # The admin list filtered by trigger = manual or backfill (rare among millions of
+            # cron and delayed rows), newest first.
+            models.Index(
+                fields=["trigger", "scheduled_for", "id"],
+                name="job_run_by_hand",
+                condition=Q(trigger__in=["manual", "backfill"]),
+            ),
         ]
         permissions = [("rerun_jobrun", "Can re-run an abandoned or dead run")]
 

@@ -1,0 +1,448 @@
+"""Benchmark 6: every everyday path on a long history.
+
+The same paths are timed three times in one database, on a frozen clock (``NOW``):
+
+1. **empty**: no job runs, orders, carts or payouts at all;
+2. **day one**: the newest day of traffic, at the density of the full run: every cron
+   tick of the day claimed, ``--runs`` / ``--days`` delayed order cancellations with three
+   events each, their orders, the day's carts, the payouts of the Sunday tick;
+3. **long history**: the ``--days - 1`` days before it added, the same density: by default
+   10,000,000 finished runs and 30,000,000 events over 60 days, 10,000,000 orders.
+
+The goal compares 3 with 2: the pages then show the same rows (a full first page, the
+same window of the dashboard and the check), so their ratio is the cost of the history
+alone. The empty column is printed beside them for reference: a page with no rows
+renders less, and that difference says nothing about the table's size.
+
+Paths: the tick pass, ``runs_check`` (what ``check_runs`` runs), ``/healthz``, the admin
+job runs list (unfiltered, by job, by status, by day), one run's page with its events,
+the schedules dashboard, and the payouts, orders and carts lists, through Django's test
+Client logged in as a superuser. Each is timed ``--repeat`` times after a warm-up; the
+median is reported.
+
+The data is generated with set-based SQL (``generate_series``, ``INSERT ... SELECT``),
+indexes rebuilt and the tables analysed (``bench.common.bulk_load``).
+
+The prune of that history (rows per second, batch p99, claims and ``order_place`` p99
+while it runs) is measured by ``prune_measure`` once the retention service exists; until
+then the hook says so and reports nothing.
+
+    python -m bench.history [--runs 10000000] [--days 60] [--repeat 5] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bench.common import (
+    Report,
+    Row,
+    Stopwatch,
+    bulk_load,
+    database_create,
+    database_drop,
+    django_setup,
+    sql_value,
+)
+
+NAME = "history"
+# A Monday noon: the day before it holds a Sunday payout tick (20:30 UTC), every job's ticks.
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+RESTAURANTS = 1000
+ZONES = ("Asia/Kolkata", "Europe/London", "America/New_York")
+# One delayed run in this many is dead, one cron tick of cancel-stale-orders in
+# SKIP_EVERY skipped (overlap): both are what the check and the status filter find.
+DEAD_EVERY, SKIP_EVERY = 1000, 100
+GOAL = 1.5
+PHASES = ("empty", "day one", "long history")
+CART_DAYS = 7
+
+
+# --- The data ---------------------------------------------------------------------------------
+
+# Every cron tick of every declared cron job in (lo, hi], and the delayed runs with ids
+# first..last spread evenly over the same span; in time order, so ids follow time as in
+# production. Columns follow the INSERT below.
+RUNS_INSERT = f"""
+INSERT INTO job_runs (job_name, subject, scheduled_for, due_at, status, trigger, attempts, fence,
+                      created_at, enqueued_at, started_at, heartbeat_at, finished_at, worker,
+                      skip_reason, error, result)
+SELECT job_name, subject, t, t, status, trigger, CASE WHEN status = 'skipped' THEN 0 ELSE 1 END,
+       CASE WHEN status = 'skipped' THEN NULL ELSE fence END, t - created_before,
+       t + interval '0.2 s', CASE WHEN status = 'skipped' THEN NULL ELSE t + interval '0.5 s' END,
+       NULL, t + interval '0.8 s', CASE WHEN status = 'skipped' THEN '' ELSE 'bench-worker:1' END,
+       CASE WHEN status = 'skipped' THEN 'overlap' ELSE '' END,
+       CASE WHEN status = 'dead' THEN E'Traceback ...\\nRuntimeError: bench' ELSE '' END, NULL
+FROM (
+    SELECT 'cancel-stale-order' AS job_name, 'order:' || i AS subject,
+           %(lo)s::timestamptz + (i - %(first)s + 0.5) * (%(hi)s::timestamptz - %(lo)s) / %(count)s AS t,
+           CASE WHEN i %% {DEAD_EVERY} = 7 THEN 'dead' ELSE 'succeeded' END AS status, 'delayed' AS trigger,
+           i AS fence, interval '10 minutes' AS created_before
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i
+    UNION ALL
+    SELECT job_name, '', t, CASE WHEN job_name = 'cancel-stale-orders' AND n %% {SKIP_EVERY} = 3
+                                 THEN 'skipped' ELSE 'succeeded' END,
+           'cron', n, interval '0.1 s'
+    FROM (
+        SELECT job_name, t, row_number() OVER () AS n
+        FROM (VALUES ('cancel-stale-orders', interval '5 minutes'), ('check-missed-runs', interval '1 hour'),
+                     ('clean-carts', interval '1 hour'), ('weekly-payouts', interval '1 hour')) AS j(job_name, step),
+             generate_series(date_trunc('hour', %(lo)s::timestamptz), %(hi)s, j.step) AS t
+        WHERE t > %(lo)s AND (j.job_name IN ('cancel-stale-orders', 'check-missed-runs')
+              OR (j.job_name = 'clean-carts' AND extract(hour FROM t AT TIME ZONE 'UTC') = 2)
+              OR (j.job_name = 'weekly-payouts' AND extract(dow FROM t AT TIME ZONE 'UTC') = 0
+                  AND extract(hour FROM t AT TIME ZONE 'UTC') = 20))
+    ) AS ticks
+) AS runs
+ORDER BY t
+"""
+# weekly-payouts ticks at 20:30: the hourly series above lands on 20:00, moved here.
+PAYOUT_TICKS_FIX = (
+    "UPDATE job_runs SET scheduled_for = scheduled_for + interval '30 minutes', "
+    "due_at = due_at + interval '30 minutes', created_at = created_at + interval '30 minutes', "
+    "enqueued_at = enqueued_at + interval '30 minutes', started_at = started_at + interval '30 minutes', "
+    "finished_at = finished_at + interval '30 minutes' "
+    "WHERE job_name = 'weekly-payouts' AND extract(minute FROM scheduled_for) = 0"
+)
+# Three events a run (enqueued, started, its outcome), for the runs in (lo, hi].
+EVENTS_INSERT = """
+INSERT INTO job_run_events (run_id, at, kind, attempt, fence, worker, message)
+SELECT r.id, r.scheduled_for + e.offset_s * interval '1 second', CASE WHEN e.n = 3 THEN r.status ELSE e.kind END,
+       r.attempts, r.fence, r.worker, ''
+FROM job_runs r CROSS JOIN (VALUES (1, 'enqueued', 0.2), (2, 'started', 0.5), (3, '', 0.8)) AS e(n, kind, offset_s)
+WHERE r.scheduled_for > %(lo)s AND r.scheduled_for <= %(hi)s
+"""
+# An order per delayed run (same id), placed ten minutes before it: most delivered.
+ORDERS_INSERT = f"""
+INSERT INTO orders_order (id, restaurant_id, customer_ref, status, total, placed_at, accepted_at,
+                          rejected_at, delivered_at, cancelled_at, cancel_reason)
+SELECT i, 1 + i %% {RESTAURANTS}, 'customer-' || (i %% 50000), s, 10 + (i %% 40),
+       t, CASE WHEN s IN ('accepted', 'delivered') THEN t + interval '2 minutes' END,
+       CASE WHEN s = 'rejected' THEN t + interval '3 minutes' END,
+       CASE WHEN s = 'delivered' THEN t + interval '40 minutes' END,
+       CASE WHEN s = 'cancelled' THEN t + interval '10 minutes' END,
+       CASE WHEN s = 'cancelled' THEN 'not accepted in time' ELSE '' END
+FROM (
+    SELECT i, %(lo)s::timestamptz + (i - %(first)s + 0.5) * (%(hi)s::timestamptz - %(lo)s) / %(count)s
+              - interval '10 minutes' AS t,
+           CASE WHEN i %% 20 = 0 THEN 'cancelled' WHEN i %% 20 = 1 THEN 'rejected' ELSE 'delivered' END AS s
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i
+) AS o
+"""
+ORDERS_SEQUENCE = "SELECT setval(pg_get_serial_sequence('orders_order', 'id'), (SELECT max(id) FROM orders_order))"
+RESTAURANTS_INSERT = f"""
+INSERT INTO orders_restaurant (id, name, timezone, commission_rate, onboarded_at, is_active)
+SELECT i, 'Restaurant ' || i, (%(zones)s::text[])[1 + i %% 3], 0.15, %(onboarded)s, true
+FROM generate_series(1, {RESTAURANTS}) AS i
+"""
+# The payouts each weekly-payouts run in (lo, hi] wrote: every restaurant's business weeks
+# that ended (plus the 30-minute settlement delay) after the previous tick and by this one.
+PAYOUTS_INSERT = """
+INSERT INTO payouts_payout (restaurant_id, period_start, period_end, week_start_local, gross, commission,
+                            net, order_count, job_run_id, fence, created_at)
+SELECT r.id, w.period_start, w.period_end, w.monday, 1000.00, 150.00, 850.00, 100, run.id, run.fence,
+       run.finished_at
+FROM job_runs run, orders_restaurant r,
+     LATERAL (SELECT m::date AS monday, (m::date::timestamp AT TIME ZONE r.timezone) AS period_start,
+                     ((m::date + 7)::timestamp AT TIME ZONE r.timezone) AS period_end
+              FROM generate_series((run.scheduled_for AT TIME ZONE r.timezone)::date - 20,
+                                   (run.scheduled_for AT TIME ZONE r.timezone)::date, interval '1 day') AS m
+              WHERE extract(isodow FROM m) = 1) AS w
+WHERE run.job_name = 'weekly-payouts' AND run.scheduled_for > %(lo)s AND run.scheduled_for <= %(hi)s
+  AND w.period_end + interval '30 minutes' <= run.scheduled_for
+  AND w.period_end + interval '30 minutes' > run.scheduled_for - interval '7 days'
+"""
+# The carts of (lo, hi] (only the newest week survives the nightly clean-up), two items each.
+CARTS_INSERT = """
+INSERT INTO carts_cart (customer_ref, created_at, updated_at)
+SELECT 'customer-' || i, t - interval '5 minutes', t
+FROM (SELECT i, %(lo)s::timestamptz + (i + 0.5) * (%(hi)s::timestamptz - %(lo)s) / %(count)s AS t
+      FROM generate_series(0, %(count)s - 1) AS i) AS c
+"""
+ITEMS_INSERT = """
+INSERT INTO carts_cartitem (cart_id, sku, quantity, unit_price)
+SELECT c.id, 'sku-' || k, 1 + k, 4.50 FROM carts_cart c CROSS JOIN generate_series(1, 2) AS k
+WHERE c.updated_at > %(lo)s AND c.updated_at <= %(hi)s
+"""
+
+
+@dataclass(frozen=True)
+class Span:
+    """The delayed runs with ids first..last, spread over (lo, hi]."""
+
+    lo: datetime
+    hi: datetime
+    first: int
+    last: int
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {
+            "lo": self.lo,
+            "hi": self.hi,
+            "first": self.first,
+            "last": self.last,
+            "count": self.last - self.first + 1,
+        }
+
+
+def spans(runs: int, days: int) -> tuple[Span, Span]:
+    """The newest day (the highest order ids) and the days before it."""
+    per_day = runs // days
+    newest = Span(NOW - timedelta(days=1), NOW, runs - per_day + 1, runs)
+    older = Span(NOW - timedelta(days=days), NOW - timedelta(days=1), 1, runs - per_day)
+    return newest, older
+
+
+def data_load(url: str, span: Span) -> dict[str, float]:
+    """Add the span's runs, events, orders and payouts; return seconds per table."""
+    p = span.params
+    return {
+        "job_runs": bulk_load(url, "job_runs", [(RUNS_INSERT, p), (PAYOUT_TICKS_FIX, [])]),
+        "job_run_events": bulk_load(url, "job_run_events", [(EVENTS_INSERT, p)]),
+        "orders_order": bulk_load(url, "orders_order", [(ORDERS_INSERT, p), (ORDERS_SEQUENCE, [])]),
+        "payouts_payout": bulk_load(url, "payouts_payout", [(PAYOUTS_INSERT, p)]),
+    }
+
+
+def carts_load(url: str, per_day: int) -> dict[str, float]:
+    """A week of carts: the nightly clean-up keeps no more, so they are there from day one."""
+    carts = {"lo": NOW - timedelta(days=CART_DAYS), "hi": NOW, "count": per_day * CART_DAYS}
+    return {
+        "carts_cart": bulk_load(url, "carts_cart", [(CARTS_INSERT, carts)]),
+        "carts_cartitem": bulk_load(url, "carts_cartitem", [(ITEMS_INSERT, carts)]),
+    }
+
+
+def fixtures_create(url: str) -> None:
+    """What every phase shares: restaurants, the schedules (registered long ago), a scheduler
+    node that passed at NOW, a superuser."""
+    bulk_load(
+        url, "orders_restaurant", [(RESTAURANTS_INSERT, {"zones": list(ZONES), "onboarded": NOW - timedelta(days=400)})]
+    )
+    from django.contrib.auth import get_user_model
+
+    from scheduling.models import Schedule, SchedulerNode
+    from scheduling.schedules import schedules_register
+
+    schedules_register(now=NOW)
+    # Registered just after NOW: on the empty history no tick is expected yet (the tick
+    # pass would otherwise claim the look-back's ticks and the history would not be empty).
+    Schedule.objects.update(first_seen_at=NOW + timedelta(seconds=1))
+    SchedulerNode.objects.create(name="bench:1", started_at=NOW - timedelta(days=1), last_pass_at=NOW, passes=1)
+    get_user_model().objects.create_superuser("bench", "bench@example.com", "bench-password")
+
+
+def schedules_registered_long_ago() -> None:
+    from scheduling.models import Schedule
+
+    Schedule.objects.update(first_seen_at=NOW - timedelta(days=365))
+
+
+# --- The paths ----------------------------------------------------------------------------------
+
+
+def paths() -> dict[str, Callable[[], Any]]:
+    """Each everyday path as a callable that fails loudly if the page did not render."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from scheduling.dispatch import tick_pass
+    from scheduling.monitoring import runs_check
+
+    client = Client()
+    client.force_login(get_user_model().objects.get(username="bench"))
+
+    def page(url: str, status: int = 200) -> Callable[[], Any]:
+        def get() -> Any:
+            response = client.get(url)
+            if response.status_code != status:
+                raise RuntimeError(f"GET {url}: {response.status_code}\n{response.content[:2000]!r}")
+            return response
+
+        return get
+
+    day = NOW - timedelta(days=1)
+    runs = "/admin/scheduling/jobrun/"
+    newest_run = _newest_run_id()
+    return {
+        "tick pass": lambda: tick_pass(now=NOW),
+        "check_runs (runs_check)": lambda: runs_check(now=NOW),
+        "/healthz": page("/healthz"),
+        "job runs list": page(runs),
+        "job runs list, by job": page(f"{runs}?job_name=cancel-stale-order"),
+        "job runs list, by status": page(f"{runs}?status__exact=succeeded"),
+        "job runs list, by day": page(
+            f"{runs}?scheduled_for__year={day.year}&scheduled_for__month={day.month}&scheduled_for__day={day.day}"
+        ),
+        "one run's page (events inline)": page(f"{runs}{newest_run}/change/"),
+        "schedules dashboard": page("/admin/scheduling/schedule/dashboard/"),
+        "payouts list": page("/admin/payouts/payout/"),
+        "orders list": page("/admin/orders/order/"),
+        "carts list": page("/admin/carts/cart/"),
+    }
+
+
+def _newest_run_id() -> int | None:
+    """The newest order cancellation run (the one an operator would open first)."""
+    from scheduling.models import JobRun
+
+    return (
+        JobRun.objects.filter(job_name="cancel-stale-order")
+        .order_by("-scheduled_for", "-id")
+        .values_list("id", flat=True)
+        .first()
+    )
+
+
+def paths_time(repeat: int) -> dict[str, float]:
+    """Median seconds of each path over ``repeat`` calls, after one warm-up call."""
+    timed: dict[str, float] = {}
+    for name, call in paths().items():
+        if name.startswith("one run") and not _newest_run_id():
+            timed[name] = float("nan")  # no run to show on an empty history
+            continue
+        call()
+        samples = []
+        for _ in range(repeat):
+            with Stopwatch() as watch:
+                call()
+            samples.append(watch.seconds)
+        timed[name] = statistics.median(samples)
+    return timed
+
+
+# --- The prune (another part of issue 11) -----------------------------------------------------
+
+
+def prune_measure(url: str) -> list[Row]:
+    """The hook for the retention job's figures on the long history: rows per second,
+    each batch's transaction p99 (goal under 100 ms), and claims and ``order_place`` p99
+    while it runs (goal within 1.5 x without it). It needs the retention service in
+    ``scheduling``; until that exists it reports nothing."""
+    if importlib.util.find_spec("scheduling.retention") is None:
+        return []
+    return []  # wired in with the retention service
+
+
+# --- The run ------------------------------------------------------------------------------------
+
+
+def table_sizes(url: str) -> dict[str, int]:
+    tables = ("job_runs", "job_run_events", "orders_order", "carts_cart", "payouts_payout")
+    return {t: int(sql_value(url, f"SELECT count(*) FROM {t}")) for t in tables}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10_000_000, help="delayed runs in the long history")
+    parser.add_argument("--days", type=int, default=60, help="days the long history spans")
+    parser.add_argument("--repeat", type=int, default=5, help="timed calls of each path (the median is kept)")
+    parser.add_argument("--keep", action="store_true", help="keep the database afterwards (it is dropped by default)")
+    args = parser.parse_args()
+    if args.runs < args.days or args.days < 2:
+        parser.error("--days must be at least 2 and --runs at least --days")
+    url = database_create(NAME)
+    django_setup(url, **_bench_env())
+    _test_settings()
+    fixtures_create(url)
+    newest, older = spans(args.runs, args.days)
+    m: dict[str, Any] = {"times": {}, "generated": {}, "sizes": {}}
+    m["times"]["empty"] = paths_time(args.repeat)
+    with Stopwatch() as watch:
+        data_load(url, newest)
+        carts_load(url, max(args.runs // args.days // 4, 1))
+    m["generated"]["day one"] = watch.seconds
+    schedules_registered_long_ago()
+    m["sizes"]["day one"] = table_sizes(url)
+    m["times"]["day one"] = paths_time(args.repeat)
+    with Stopwatch() as watch:
+        m["tables"] = data_load(url, older)
+    m["generated"]["long history"] = watch.seconds
+    m["sizes"]["long history"] = table_sizes(url)
+    m["disk"] = sql_value(url, "SELECT pg_size_pretty(pg_database_size(current_database()))")
+    m["times"]["long history"] = paths_time(args.repeat)
+    m["prune"] = prune_measure(url)
+    code = report(args, m).finish()
+    if not args.keep:
+        from django.db import connections
+
+        connections.close_all()
+        database_drop(NAME)  # several GB at the full size
+    return code
+
+
+def _bench_env() -> dict[str, str]:
+    """A clock frozen at NOW for every path (nothing becomes due while it is measured)."""
+    return {
+        "TIFFIN_CLOCK_START": NOW.isoformat(),
+        "TIFFIN_CLOCK_SPEED": "1e-12",
+        "TIFFIN_CLOCK_ANCHOR": str(time.time()),
+    }
+
+
+def _test_settings() -> None:
+    """What the test Client needs: its host allowed, plain HTTP, static files without a manifest."""
+    from django.test.utils import override_settings
+
+    override_settings(
+        ALLOWED_HOSTS=["testserver"],
+        SECURE_SSL_REDIRECT=False,
+        STORAGES={
+            "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+            "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+        },
+    ).enable()
+
+
+def report(args: argparse.Namespace, m: dict[str, Any]) -> Report:
+    big, day = m["sizes"]["long history"], m["sizes"]["day one"]
+    rep = Report(
+        name=NAME,
+        title=(
+            f"6. history: {big['job_runs']:,} runs, {big['job_run_events']:,} events, {big['orders_order']:,} orders "
+            f"over {args.days} days"
+        ),
+        command=f"python -m bench.history --runs {args.runs} --days {args.days}",
+        project=f"each path on {args.days} days of history ({m['disk']} on disk)",
+        reference=f"the same path on day one ({day['job_runs']:,} runs, {day['job_run_events']:,} events)",
+    )
+    empty, first, long = (m["times"][phase] for phase in PHASES)
+    for name in long:
+        ratio = long[name] / first[name] if first[name] else None
+        rep.add(
+            Row(
+                name,
+                "ms",
+                long[name] * 1000,
+                first[name] * 1000,
+                goal=f"<= {GOAL} x day one",
+                passed=ratio is not None and ratio <= GOAL,
+            )
+        )
+    rep.add(*m["prune"])
+    rep.note("empty history (no rows at all), ms: " + ", ".join(f"{n} {v * 1000:.1f}" for n, v in empty.items()))
+    rep.note(
+        f"generated with set-based SQL: day one in {m['generated']['day one']:.0f} s, the other "
+        f"{args.days - 1} days in {m['generated']['long history']:.0f} s ("
+        + ", ".join(f"{t} {s:.0f} s" for t, s in m["tables"].items())
+        + "), not timed above"
+    )
+    rep.note(
+        f"each figure is the median of {args.repeat} calls after a warm-up, "
+        f"on a clock frozen at {NOW:%Y-%m-%d %H:%M} UTC"
+    )
+    if not m["prune"]:
+        rep.note("prune: not measured (the retention service is not in this tree; see prune_measure)")
+    return rep
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
