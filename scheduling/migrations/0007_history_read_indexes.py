@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("scheduling", "0005_run_result_encoder"),
+        ("scheduling", "0006_problem_kind_invariant"),
     ]
 
     operations = [
