@@ -114,11 +114,14 @@ class Soak:
         from orders.models import Order, Restaurant
         from orders.services import restaurant_create
         from payouts.models import Payout
+        from scheduling.schedules import schedules_register
         from simulation.services import simulation_reset
 
         if Restaurant.objects.exists() and not reset:
             sys.exit("the database already has restaurants; pass --reset to empty it first (a database of its own)")
         simulation_reset()
+        # Registered at the start, so the first tick after it is due (none at or before it).
+        schedules_register(now=START)
         Payout.objects.all().delete()
         Order.objects.all().delete()
         Restaurant.objects.all().delete()
