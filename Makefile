@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PG_URL ?= $(if $(DATABASE_URL),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/tiffin)
 SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
 
-.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps bench up browser-deps clean
+.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps bench soak up browser-deps clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -108,6 +108,14 @@ up: $(STAMP) ## Serve the admin (gunicorn + whitenoise) and run one worker on th
 bench: $(STAMP) ## Six benchmarks against their references on PostgreSQL (bench/results/, BENCHMARKS.md)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	$(PY) -m bench
+
+# A database of its own, dropped and created afresh (the soak empties what it finds).
+SOAK_URL ?= postgres://postgres@127.0.0.1:5432/tiffin_soak
+SOAK_DAYS ?= 30
+soak: $(STAMP) ## Weeks of traffic and every job with retention at 3 days: row counts per day, invariants (slow; see README)
+	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
+	psql "$(dir $(SOAK_URL))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(SOAK_URL)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(SOAK_URL))'
+	DATABASE_URL=$(SOAK_URL) $(PY) -m bench.soak --reset --days $(SOAK_DAYS)
 
 clean: ## Remove the virtual environment and the SQLite files
 	rm -rf $(VENV) db staticfiles

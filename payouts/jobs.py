@@ -31,6 +31,9 @@ progress_logger = logging.getLogger("payouts.progress")
     heartbeat=True,
     max_attempts=5,
     backoff_seconds=60,
+    # Every run is kept: a payout run is the ledger's provenance (and one run a week is
+    # no weight), so a catch-up as of any date still finds the claims made before it.
+    retention_days=None,
 )
 def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
     """Pay every finished, unpaid week as of ``ctx.scheduled_for``.

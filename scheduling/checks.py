@@ -37,6 +37,8 @@ def job_problems(job: Job) -> list[str]:
         problems.append("backoff_seconds must be >= 0 and timeout_seconds >= 1")
     if job.batch_size < 1 or (job.batch_size > 1 and job.is_cron):
         problems.append("batch_size must be 1 for cron jobs and at least 1 for delayed jobs")
+    if isinstance(job.retention_days, int) and (isinstance(job.retention_days, bool) or job.retention_days < 1):
+        problems.append("retention_days must be a whole number of days of at least 1, or None to keep every run")
     return problems
 
 

@@ -1,12 +1,17 @@
-"""The engine's own job: the hourly dead-man's switch."""
+"""The engine's own jobs: the hourly dead-man's switch, and the hourly history prune."""
 
 from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
 
 from scheduling.alerts import problems_alert
 from scheduling.context import RunContext
 from scheduling.models import Misfire, Overlap
 from scheduling.monitoring import runs_check
 from scheduling.registry import job
+from scheduling.retention import HistoryPrune, history_prune
 from tiffin import clock
 
 
@@ -22,3 +27,22 @@ def check_missed_runs(ctx: RunContext) -> dict[str, int]:
     problems = runs_check(now=now)
     alerted = problems_alert(problems=problems, now=now)
     return {"problems": len(problems), "alerted": len(alerted)}
+
+
+# At a quarter past, away from the check's and the other jobs' full hours. Coalesce: after
+# an outage one prune as of the latest tick deletes everything the missed ones would have.
+@job("prune-history", cron="15 * * * *", misfire=Misfire.COALESCE, overlap=Overlap.FORBID, heartbeat=True)
+def prune_history(ctx: RunContext) -> dict[str, Any]:
+    """Forget the history retention allows as of ``ctx.scheduled_for`` (scheduling.retention).
+
+    As of the logical time, not the clock: a late or repeated run of a tick deletes
+    nothing more than the on-time one did, so a second run of the same tick deletes nothing.
+    """
+
+    def after_batch(_progress: HistoryPrune) -> None:
+        ctx.heartbeat()  # raises RunLostError if this worker lost the run
+
+    pruned = history_prune(
+        now=ctx.scheduled_for, batch_size=settings.SCHEDULER_PRUNE_BATCH_SIZE, after_batch=after_batch
+    )
+    return pruned.as_dict()

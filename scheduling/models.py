@@ -163,6 +163,13 @@ class JobRun(models.Model):
                 name="job_run_by_hand",
                 condition=Q(trigger__in=["manual", "backfill"]),
             ),
+            # The history prune: finished runs oldest finished first, resuming after a key,
+            # WHERE status IN (final) AND finished_at < cutoff AND (finished_at, id) > (?, ?).
+            models.Index(
+                fields=["finished_at", "id"],
+                name="job_run_finished",
+                condition=Q(status__in=["succeeded", "skipped", "superseded", "dead"]),
+            ),
         ]
         permissions = [("rerun_jobrun", "Can re-run an abandoned or dead run")]
 
@@ -287,6 +294,8 @@ class RunAlert(models.Model):
             # /healthz and each check pass: the open alerts,
             # WHERE resolved_at IS NULL.
             models.Index(fields=["alerted_at"], name="job_run_alert_open", condition=Q(resolved_at__isnull=True)),
+            # The history prune: alerts resolved before a cutoff, WHERE resolved_at < ?.
+            models.Index(fields=["resolved_at"], name="job_run_alert_resolved", condition=Q(resolved_at__isnull=False)),
         ]
 
     def __str__(self) -> str:

@@ -8,7 +8,8 @@ Apps declare their jobs in their own ``jobs.py``::
     @job("cancel-stale-order", delayed=True, batch_size=200)
     def cancel_stale_orders(batch: list[RunContext]) -> dict[str, int]: ...
 
-A job is either a cron job (five-field expression, optional IANA zone) or a delayed job
+``retention_days`` says how long its finished runs are kept (default: the setting;
+None: forever). A job is either a cron job (five-field expression, optional IANA zone) or a delayed job
 (one-off runs created by code). A delayed job with ``batch_size > 1`` receives a list of
 contexts, so one worker task executes many due runs with set-based statements.
 Validation happens in the system check (``scheduling.checks``), so a bad declaration
@@ -20,11 +21,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from enum import Enum
+from typing import Any, Literal
 
 from scheduling.models import JobKind, Misfire, Overlap
 
 Handler = Callable[..., Any]
+
+
+class _Setting(Enum):
+    RETENTION = "SCHEDULER_RUN_RETENTION_DAYS"
+
+
+# ``retention_days`` default: the SCHEDULER_RUN_RETENTION_DAYS setting, read when pruning.
+SETTING_RETENTION: Literal[_Setting.RETENTION] = _Setting.RETENTION
+Retention = int | None | Literal[_Setting.RETENTION]
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,9 @@ class Job:
     timeout_seconds: int = 600
     heartbeat: bool = False
     batch_size: int = 1
+    # Days a finished run is kept (scheduling.retention); None keeps every run forever
+    # (a payout run is the ledger's provenance).
+    retention_days: Retention = SETTING_RETENTION
 
     @property
     def is_cron(self) -> bool:
@@ -116,6 +130,7 @@ def job(
     timeout_seconds: int = 600,
     heartbeat: bool = False,
     batch_size: int = 1,
+    retention_days: Retention = SETTING_RETENTION,
 ) -> Callable[[Handler], Handler]:
     """Declare ``name`` with either ``cron=`` or ``delayed=True``; see the module doc."""
 
@@ -135,6 +150,7 @@ def job(
                 timeout_seconds=timeout_seconds,
                 heartbeat=heartbeat,
                 batch_size=batch_size,
+                retention_days=retention_days,
             )
         )
         return handler

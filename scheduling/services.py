@@ -14,7 +14,8 @@ from scheduling.events import runs_record
 from scheduling.models import JobRun, RunStatus, Schedule, Trigger
 from scheduling.policies import PlannedTick
 from scheduling.queue import enqueue_runs
-from scheduling.registry import registry
+from scheduling.registry import Job, registry
+from scheduling.retention import claim_guard_horizon
 from scheduling.schedules import schedules_ensure
 
 logger = logging.getLogger("scheduling.actions")
@@ -87,11 +88,25 @@ def run_claim_manual(
         raise SchedulingError(f"job {job_name!r} is a delayed job: its runs are created by code, one per subject")
     if scheduled_for > now:
         raise SchedulingError(f"{scheduled_for.isoformat()} is in the future; a run's logical time must have passed")
+    guard_horizon_check(job=job, scheduled_for=scheduled_for, now=now)
     schedules_ensure(now=now)
     plan = [PlannedTick(scheduled_for, RunStatus.ENQUEUED)]
     with transaction.atomic():
         won = runs_claim(job=job, plan=plan, trigger=trigger, now=now, enqueue=enqueue, subject=subject)
     return won[0] if won else None
+
+
+def guard_horizon_check(*, job: Job, scheduled_for: datetime, now: datetime) -> None:
+    """Refuse a manual claim, backfill or re-run of a logical time before the claim guard
+    horizon (scheduling.retention): the claims of that time may have been pruned, so "not
+    claimed" no longer proves "never ran". A job that keeps every run is not bounded."""
+    horizon = claim_guard_horizon(now=now)
+    if scheduled_for < horizon and job.retention_days is not None:
+        raise SchedulingError(
+            f"{scheduled_for.isoformat()} is before the claim guard horizon {horizon.isoformat()} "
+            f"(the look-back or the missed-run check's window, whichever is longer, plus a day): runs of "
+            f"{job.name!r} that old may have been pruned, so the engine can no longer tell whether it already ran"
+        )
 
 
 def schedule_pause(*, job_name: str, actor: str, now: datetime) -> bool:
@@ -123,6 +138,7 @@ def runs_backfill(*, job_name: str, start: datetime, end: datetime, actor: str, 
         raise SchedulingError(f"job {job_name!r} is a delayed job; only cron jobs can be backfilled")
     if not start < end <= now:
         raise SchedulingError("a backfill range needs start < end <= now")
+    guard_horizon_check(job=job, scheduled_for=start, now=now)
     ticks = cron.ticks_between(job.cron, job.timezone, start - _EPSILON, end)
     if len(ticks) > MAX_BACKFILL_TICKS:
         raise SchedulingError(f"{len(ticks)} ticks in that range; backfill at most {MAX_BACKFILL_TICKS} at a time")
@@ -142,7 +158,7 @@ def run_rerun(*, run_id: int, actor: str, now: datetime) -> JobRun:
             raise SchedulingError(f"there is no run {run_id}")
         if run.status not in (RunStatus.ABANDONED, RunStatus.DEAD):
             raise SchedulingError(f"run {run_id} is {run.status}; only an abandoned or dead run can be re-run")
-        registry.get(run.job_name)
+        guard_horizon_check(job=registry.get(run.job_name), scheduled_for=run.scheduled_for, now=now)
         JobRun.objects.filter(id=run.id).update(status=RunStatus.ENQUEUED, enqueued_at=now, due_at=now)
         run.status = RunStatus.ENQUEUED
         enqueue_runs(job_name=run.job_name, run_ids=[run.id])

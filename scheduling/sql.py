@@ -9,11 +9,14 @@ to one written by the ORM (SQLite stores naive UTC text, PostgreSQL timestamptz)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection, models
 
+from scheduling.models import JobRun
 from tiffin.db import adapt
 
 # Namespace for the two-key advisory locks, so they never collide with another app's.
@@ -108,3 +111,125 @@ def fence_advance(resource: str, token: int, now: datetime) -> bool:
         [resource, token, now],
     )
     return bool(rows)
+
+
+# --- Retention (scheduling.retention) ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PruneRule:
+    """Which runs a prune may delete: finished ones, past their retention, and outside
+    the claim guard horizon (see scheduling.retention for why each condition holds)."""
+
+    finished_before: datetime  # succeeded, skipped, superseded: finished before this
+    dead_before: datetime  # dead: finished before this
+    horizon: datetime  # a cron job's run: scheduled_for before this (delayed runs: no bound)
+    job_names: tuple[str, ...]  # the jobs the rule is for ...
+    other_jobs: bool  # ... or, when True, every job but those
+
+
+# The statuses a run never leaves on its own (models.FINAL_STATUSES); the partial index
+# job_run_finished holds exactly these.
+_FINAL = "('succeeded', 'skipped', 'superseded', 'dead')"
+
+
+def _references() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The (table, column) pairs that point at job_runs: (deleted with a run, keeping a run).
+
+    Read from JobRun's relations, so the engine needs no import of the apps that point
+    at it. A CASCADE relation is deleted with the run (job_run_events, probe charges);
+    any other (PROTECT such as Payout.job_run, SET_NULL, DO_NOTHING) keeps the run: a
+    prune must never fail on a foreign key, nor decide for another app what its rows mean.
+    """
+    cascade: list[tuple[str, str]] = []
+    keep: list[tuple[str, str]] = []
+    for rel in JobRun._meta.related_objects:
+        related = rel.related_model
+        if rel.many_to_many or isinstance(related, str):
+            raise ImproperlyConfigured(f"{related}: the prune handles foreign keys to JobRun, not this relation")
+        related_meta = related._meta
+        pair = (connection.ops.quote_name(related_meta.db_table), connection.ops.quote_name(rel.field.column))
+        # A cascade to rows that others reference in turn would need a cascade of its own.
+        deletable = rel.on_delete is models.CASCADE and not related_meta.related_objects
+        (cascade if deletable else keep).append(pair)
+    return cascade, keep
+
+
+def _prunable(rule: PruneRule) -> tuple[str, list[Any]]:
+    """The WHERE clause (on job_runs) of a run the rule may delete, and its parameters.
+
+    The newest cron tick of each job is never deleted: it is the scheduler's cursor
+    (dispatch.cron_job_cursor). Its NOT EXISTS probes the claim key index
+    (job_name, subject, scheduled_for); each keeping reference probes its foreign key's index.
+    """
+    names = ", ".join(["%s"] * len(rule.job_names))
+    jobs = f"job_runs.job_name {'NOT IN' if rule.other_jobs else 'IN'} ({names})"
+    if not rule.job_names:
+        jobs = "1 = 1" if rule.other_jobs else "1 = 0"
+    keeps = "".join(
+        f" AND NOT EXISTS (SELECT 1 FROM {table} WHERE {table}.{column} = job_runs.id)"
+        for table, column in _references()[1]
+    )
+    where = (
+        f"job_runs.status IN {_FINAL} AND job_runs.finished_at < %s"
+        " AND ((job_runs.status = 'dead' AND job_runs.finished_at < %s)"
+        " OR (job_runs.status <> 'dead' AND job_runs.finished_at < %s))"
+        " AND (job_runs.trigger = 'delayed' OR job_runs.scheduled_for < %s)"
+        f" AND {jobs}"
+        " AND NOT (job_runs.trigger = 'cron' AND job_runs.subject = '' AND NOT EXISTS ("
+        "SELECT 1 FROM job_runs AS newer WHERE newer.job_name = job_runs.job_name AND newer.subject = ''"
+        " AND newer.trigger = 'cron' AND newer.scheduled_for > job_runs.scheduled_for))"
+        f"{keeps}"
+    )
+    upper = max(rule.finished_before, rule.dead_before)
+    params = [upper, rule.dead_before, rule.finished_before, rule.horizon, *rule.job_names]
+    return where, params
+
+
+def prunable_runs_pick(rule: PruneRule, *, after: tuple[Any, int] | None, limit: int) -> list[tuple[Any, int]]:
+    """The next ``limit`` runs the rule may delete, oldest finished first, after the
+    (finished_at, id) key ``after``; locked FOR UPDATE SKIP LOCKED on PostgreSQL (a run
+    someone holds is skipped, and one changed since is re-checked before it is locked).
+
+    A range scan of the partial index job_run_finished (finished_at, id) WHERE status is
+    final: the key resumes after the previous batch, so no batch walks the index entries
+    the batches before it deleted, and none scans the young runs that are kept.
+    """
+    where, params = _prunable(rule)
+    if after is not None:
+        where += " AND (job_runs.finished_at, job_runs.id) > (%s, %s)"
+        params += list(after)
+    lock = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
+    sql = (
+        f"SELECT job_runs.finished_at, job_runs.id FROM job_runs WHERE {where}"
+        f" ORDER BY job_runs.finished_at, job_runs.id LIMIT %s{lock}"
+    )
+    return [(row[0], int(row[1])) for row in _execute(sql, [*params, limit])]
+
+
+def prunable_runs_delete(rule: PruneRule, *, run_ids: Sequence[int]) -> tuple[int, int]:
+    """Delete those of ``run_ids`` the rule still allows, with the rows that cascade from
+    them (job_run_events first); returns (runs, cascaded rows). Both statements re-check
+    the rule; the primary key and each foreign key's index serve them."""
+    where, params = _prunable(rule)
+    ids, id_params = _id_in("job_runs.id", run_ids)
+    deletable = f"SELECT job_runs.id FROM job_runs WHERE {ids} AND {where}"
+    cascaded = 0
+    for table, column in _references()[0]:
+        cascaded += _rowcount(f"DELETE FROM {table} WHERE {column} IN ({deletable})", [*id_params, *params])
+    runs = _rowcount(f"DELETE FROM job_runs WHERE {ids} AND {where}", [*id_params, *params])
+    return runs, cascaded
+
+
+def _id_in(column: str, ids: Sequence[int]) -> tuple[str, list[Any]]:
+    """``column`` is one of ``ids``: one array parameter on PostgreSQL (a batch of
+    thousands of placeholders costs more to parse than to run), a list on SQLite."""
+    if connection.vendor == "postgresql":
+        return f"{column} = ANY(%s)", [list(ids)]
+    return f"{column} IN ({', '.join(['%s'] * len(ids))})", list(ids)
+
+
+def _rowcount(sql: str, params: Sequence[Any]) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [adapt(p) for p in params])
+        return max(int(cursor.rowcount), 0)

@@ -168,6 +168,17 @@ SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS = env_int("SCHEDULER_HEARTBEAT_TIMEOUT_SECON
 # Extra modules declaring jobs, imported at start (the scenarios use it for test-only jobs).
 SCHEDULING_EXTRA_JOB_MODULES = env_list("SCHEDULING_EXTRA_JOB_MODULES", [])
 
+# --- History and retention (scheduling.retention, the hourly prune-history job) ----------
+# Finished runs (succeeded, skipped, superseded) and their events are kept this many days
+# (a job may say otherwise: @job(retention_days=...)); dead runs the longer DEAD period.
+SCHEDULER_RUN_RETENTION_DAYS = env_int("SCHEDULER_RUN_RETENTION_DAYS", 14, minimum=1)
+SCHEDULER_DEAD_RUN_RETENTION_DAYS = env_int("SCHEDULER_DEAD_RUN_RETENTION_DAYS", 90, minimum=1)
+# Resolved alerts, and scheduler nodes whose last pass is older than this, are forgotten.
+SCHEDULER_ALERT_RETENTION_DAYS = env_int("SCHEDULER_ALERT_RETENTION_DAYS", 30, minimum=1)
+SCHEDULER_NODE_RETENTION_DAYS = env_int("SCHEDULER_NODE_RETENTION_DAYS", 7, minimum=1)
+# Rows per prune transaction (runs, with their events): short, so no lock is held for long.
+SCHEDULER_PRUNE_BATCH_SIZE = env_int("SCHEDULER_PRUNE_BATCH_SIZE", 2000, minimum=1)
+
 # --- Monitoring (scheduling.monitoring, scheduling.alerts, scheduling.pings) -------------
 # The missed-run check judges the ticks of the last WINDOW seconds, except the newest
 # GRACE seconds (a tick that young may simply not have been claimed or started yet).
