@@ -164,6 +164,8 @@ def test_it_keeps_every_run_a_payout_references(jobs, restaurant):
         commission=Decimal("15.00"),
         net=Decimal("85.00"),
         order_count=1,
+        commission_rate=Decimal("0.15"),
+        tzdata_version="2026f",
         job_run=referenced,
         fence=1,
         created_at=NOW - 100 * DAY,
