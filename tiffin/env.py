@@ -21,6 +21,22 @@ def env_str(name: str, default: str) -> str:
     return os.environ.get(name, default)
 
 
+def env_secret_key(name: str, *, debug: bool, development_key: str) -> str:
+    """The secret key: required when ``debug`` is off, where a missing key would sign
+    sessions, password resets and queued tasks with a key anyone can read in this
+    repository. With ``debug`` on (local development only) ``development_key`` stands in."""
+    value = os.environ.get(name, "").strip()
+    if debug:
+        return value or development_key
+    if not value or value == development_key:
+        raise ImproperlyConfigured(
+            f"{name} is {'the development key' if value else 'not set'} and DEBUG is off: set {name} to a long "
+            "random value (python -c 'import secrets; print(secrets.token_urlsafe(50))'), or DEBUG=1 for local "
+            "development, which uses a development key"
+        )
+    return value
+
+
 def env_bool(name: str, default: bool) -> bool:
     raw = os.environ.get(name)
     if raw is None:
