@@ -1,6 +1,6 @@
-"""Bad instants on any command: refused by the one parser the commands share
-(``scheduling/management/commands/_base.py``) with a message and nothing written, never
-an OverflowError traceback."""
+"""Bad numbers and instants on any command: refused by the one parser the commands
+share (``scheduling/management/commands/_base.py``) with a message and nothing written,
+never an OverflowError traceback or a nan carried into the work."""
 
 from __future__ import annotations
 
@@ -61,3 +61,25 @@ def test_the_edges_of_the_range_are_named():
     assert str(refused.value) == (
         "--now: '0001-01-01T00:00:00Z' is outside the instants this application handles (1970-01-01 to 2199-12-31, UTC)"
     )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "Infinity"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["simulate_orders", "--per-minute"],
+        ["simulate_orders", "--minutes"],
+        ["simulate_orders", "--accept"],
+        ["simulate_orders", "--reject"],
+        ["simulate", "--skew"],
+        ["simulate", "--speed"],
+        ["simulate", "--orders-per-minute"],
+    ],
+)
+def test_a_number_option_that_is_not_finite_is_refused_before_anything_is_written(restaurant, command, value):
+    with pytest.raises(CommandError, match=f"{command[-1]}: '{value}' is not a finite number"):
+        # --option=value, so that argparse does not take "-inf" for an option.
+        call_command(*command[:-1], f"{command[-1]}={value}", stdout=StringIO(), stderr=StringIO())
+    assert not Order.objects.exists()
+    assert _nothing_written()

@@ -1,10 +1,12 @@
-"""Shared parsing for the commands of every app: ISO instants and --json output. Every
-command that takes an instant parses it here, so each refuses the same bad values with
-the same message."""
+"""Shared parsing for the commands of every app: ISO instants, finite numbers, and --json
+output. Every command that takes an instant or a number parses it here, so each refuses
+the same bad values with the same message."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,6 +40,19 @@ def parse_instant(value: str, *, option: str, require_offset: bool = False) -> d
             f"({EARLIEST_INSTANT:%Y-%m-%d} to {LATEST_INSTANT - timedelta(days=1):%Y-%m-%d}, UTC)"
         )
     return instant
+
+
+def parse_finite(value: str) -> float:
+    """An argparse ``type`` for a number option: a finite float, never nan or inf
+    (``float()`` accepts both, and a rate or a skew of nan poisons every computation
+    after it, usually after something has been written)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a finite number")
+    return number
 
 
 # How far past the clock a --now may be: schedulers' clocks may disagree by this much.
