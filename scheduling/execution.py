@@ -63,13 +63,17 @@ def runs_call_handler(*, job: Job, contexts: list[RunContext]) -> None:
         result = job.handler(contexts) if job.batch_size > 1 else job.handler(contexts[0])
         # Stored as JSON: a result that cannot be is the handler's failure, not the worker's.
         json.dumps(result, cls=DjangoJSONEncoder)
-    # The boundary where any error a handler raises becomes a failed attempt (with its
-    # traceback) instead of killing the worker; retries are job_runs' business.
-    except Exception as exc:
+    # The boundary where anything a handler raises becomes a failed attempt (with its
+    # traceback) instead of killing the worker; retries are job_runs' business. That
+    # includes BaseException: a handler that calls sys.exit() or is interrupted would
+    # otherwise leave its run "running" until the timeout, and its cause in no record.
+    except BaseException as exc:
         if isinstance(exc, DatabaseError) and not connection.in_atomic_block:
             # The database went away mid-run: reconnect to record the failure.
             connection.close()
         runs_fail(job=job, runs=runs, now=clock.now(), error=traceback.format_exc(limit=8))
+        if not isinstance(exc, Exception):
+            raise  # recorded; a SystemExit or KeyboardInterrupt still stops the process, as it asked
         return
     runs_succeed(job=job, runs=runs, now=clock.now(), result=result)
 
