@@ -6,8 +6,6 @@ these tests set it (``clocks``) as well as the scheduler's ``now``."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -38,26 +36,6 @@ DEADLINE = PLACED_AT + timedelta(minutes=10)
 
 def place(restaurant: Restaurant, at: datetime = PLACED_AT) -> Order:
     return order_place(restaurant=restaurant, customer_ref="cust-00001", total=Decimal("24.50"), now=at)
-
-
-Clocks = Callable[..., None]
-
-
-@pytest.fixture
-def clocks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clocks]:
-    """``clocks(at, skew=s)``: from now on the database's clock reads ``at`` (and runs on
-    at real speed), and this process's clock ``at + s``: the accelerated clock of
-    ``simulate`` at speed 1, so the worker's handlers and the database disagree by ``s``."""
-
-    def set_clocks(at: datetime, *, skew: float = 0.0) -> None:
-        monkeypatch.setenv("TIFFIN_CLOCK_START", at.isoformat())
-        monkeypatch.setenv("TIFFIN_CLOCK_ANCHOR", repr(time.time()))
-        monkeypatch.setenv("TIFFIN_CLOCK_SPEED", "1")
-        monkeypatch.setenv("TIFFIN_CLOCK_SKEW", repr(skew))
-        clock.reset()
-
-    yield set_clocks
-    clock.reset()
 
 
 def run_due(now: datetime) -> int:
