@@ -30,6 +30,10 @@ venv: $(STAMP) ## Create .venv and install the pinned requirements
 # before the weekly payout tick; the seeded history ends there too.
 DEMO_START = $(shell $(PY) -c 'from datetime import UTC, datetime, timedelta; d = datetime.now(UTC); d -= timedelta(days=d.weekday() + 1); print(d.replace(hour=20, minute=0, second=0, microsecond=0).isoformat())')
 
+# The demo runs locally on the development key, which the settings accept only with
+# DEBUG on (with DEBUG off they refuse to start without a SECRET_KEY).
+demo demo-jobs: export DEBUG ?= 1
+
 demo: $(STAMP) ## The main job end to end on the SQLite default: seed, then 3 servers for 2 simulated hours through a crash, and the report
 	$(PY) manage.py migrate --noinput --verbosity 0
 	$(PY) manage.py seed_demo --reset --now $(DEMO_START)

@@ -74,9 +74,8 @@ MODES = ("project", "reference")
 def reference_cancel(order_id: int) -> int:
     """The reference's task: cancel the order if it is still placed (django-q2 runs it)."""
     from orders.services import orders_cancel_unaccepted
-    from tiffin import clock
 
-    return orders_cancel_unaccepted(order_ids=[order_id], now=clock.now())
+    return orders_cancel_unaccepted(order_ids=[order_id])
 
 
 def placer(url: str, mode: str, out: Path, start_at: float, rate: float, seconds: float, seed: int) -> None:

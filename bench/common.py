@@ -84,6 +84,9 @@ def child_env(url: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIFFIN_CLOCK_")}
     env.update(DATABASE_URL=url, DJANGO_SETTINGS_MODULE="tiffin.settings", PYTHONPATH=str(ROOT))
     env.setdefault("LOG_LEVEL", "WARNING")
+    # DEBUG stays off, as in production (its query log would distort the figures), so the
+    # settings need a key: one for the benchmarks' throwaway databases only.
+    env.setdefault("SECRET_KEY", "tiffin-benchmarks-only-key-never-used-outside-bench-5e8f2a7c1b")
     env.update(extra)
     return env
 

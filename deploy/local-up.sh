@@ -6,7 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 export PORT=${PORT:-8000} HOST=${HOST:-127.0.0.1}
-export DEBUG=${DEBUG:-0}
+# DEBUG=1 by default: the development key the demo's queued tasks were signed with is
+# accepted only with DEBUG on. Give a SECRET_KEY (and DEBUG=0) to run as production does.
+export DEBUG=${DEBUG:-1}
 # A laptop serves plain HTTP on localhost: no HTTPS redirect, no secure-only cookies.
 export SECURE_SSL_REDIRECT=0 SESSION_COOKIE_SECURE=0 CSRF_COOKIE_SECURE=0 SECURE_HSTS_SECONDS=0
 DATABASE_URL=${DATABASE_URL:-sqlite:///db/tiffin.sqlite3}

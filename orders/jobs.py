@@ -23,7 +23,6 @@ from orders.services import (
 from scheduling.context import RunContext
 from scheduling.models import Misfire, Overlap
 from scheduling.registry import job
-from tiffin import clock
 
 logger = logging.getLogger(__name__)
 
@@ -34,11 +33,13 @@ def cancel_stale_order(batch: list[RunContext]) -> dict[str, Any]:
 
     No fence: cancelling an order that is still unaccepted is harmless twice, and the
     UPDATE re-checks the status, so a repeated or late run changes nothing it should not.
-    Each run is due at its order's deadline; ``cancelled_at`` is when it actually
-    happened, read here at the edge.
+    Each run is due at its order's deadline; whether that deadline has passed, and
+    ``cancelled_at``, come from the database's clock, never this worker's: a run handed
+    out early (a scheduler whose clock runs ahead) leaves the order alone, and the
+    safety net cancels it after its deadline.
     """
     order_ids, unrecognised = _order_ids(batch)
-    cancelled = orders_cancel_unaccepted(order_ids=order_ids, now=clock.now())
+    cancelled = orders_cancel_unaccepted(order_ids=order_ids)
     return {
         "orders": len(order_ids),
         "cancelled": cancelled,
@@ -70,6 +71,6 @@ def _order_ids(batch: list[RunContext]) -> tuple[list[int], list[str]]:
     overlap=Overlap.FORBID,
 )
 def cancel_stale_orders(ctx: RunContext) -> dict[str, Any]:
-    """Cancel orders past their deadline as of ``ctx.scheduled_for`` whose run is missing or dead."""
-    cancelled = orders_cancel_overdue(as_of=ctx.scheduled_for, now=clock.now())
+    """Cancel orders past their deadline (by the database's clock) whose run is missing or dead."""
+    cancelled = orders_cancel_overdue()
     return {"as_of": ctx.scheduled_for.isoformat(), "cancelled": cancelled}

@@ -44,6 +44,7 @@ from orders.models import CommissionRateChange, Order, OrderStatus, Restaurant
 from orders.selectors import order_status_get, restaurant_paid_through
 from scheduling.models import JobRun, RunStatus
 from scheduling.services import run_schedule_delayed
+from tiffin import clock
 from tiffin.validators import require_aware, validate_time_zone
 
 CANCEL_STALE_ORDER_JOB = "cancel-stale-order"
@@ -243,49 +244,53 @@ def order_cancel(*, order_id: int, now: datetime, reason: str) -> Order:
     return _transition(_CANCEL, order_id=order_id, now=now, cancel_reason=reason)
 
 
-def orders_cancel_unaccepted(*, order_ids: Sequence[int], now: datetime, as_of: datetime | None = None) -> int:
-    """Cancel those of ``order_ids`` that are still ``placed``; return how many.
+def orders_cancel_unaccepted(*, order_ids: Sequence[int]) -> int:
+    """Cancel those of ``order_ids`` still ``placed`` and past their deadline; return how many.
 
     One UPDATE for the whole batch, conditional on the status: an order accepted or
     rejected a moment earlier no longer matches and is left alone (on PostgreSQL a
     concurrent accept holding the row makes this wait, then re-read the row and skip it).
-    It also re-checks the deadline against ``as_of`` (default ``now``), so a delayed run
-    dispatched early (a scheduler whose clock runs ahead) cannot cancel an order whose
-    time is not up by this worker's clock; the safety net passes its tick's logical time,
-    so it cancels exactly the orders it selected as overdue. ``now`` is when the
-    cancellation happens, read at the edge.
+    "Past its deadline" is judged by the database's clock in that same statement
+    (``tiffin.clock.DatabaseNow``), which also stamps ``cancelled_at``: a worker or a
+    scheduler whose clock runs fast or slow can make a run come early or late, but it
+    can never cancel an order before its deadline, and the recorded time of a
+    cancellation is never before the deadline it enforced.
     """
-    require_aware(now, "now")
-    placed_before = (as_of or now) - timedelta(seconds=settings.ORDER_ACCEPT_TIMEOUT_SECONDS)
+    timeout = settings.ORDER_ACCEPT_TIMEOUT_SECONDS
     return (
-        Order.objects.filter(id__in=order_ids, status=OrderStatus.PLACED, placed_at__lte=placed_before)
+        Order.objects.filter(
+            id__in=order_ids, status=OrderStatus.PLACED, placed_at__lte=clock.DatabaseNow(minus_seconds=timeout)
+        )
         .order_by()
-        .update(status=OrderStatus.CANCELLED, cancelled_at=now, cancel_reason=STALE_CANCEL_REASON)
+        .update(status=OrderStatus.CANCELLED, cancelled_at=clock.DatabaseNow(), cancel_reason=STALE_CANCEL_REASON)
     )
 
 
-def orders_cancel_overdue(*, as_of: datetime, now: datetime, batch_size: int = 500) -> int:
-    """The safety net: cancel orders still ``placed`` past their deadline as of ``as_of``
-    whose cancellation run is missing or dead. Returns how many it cancelled.
+def orders_cancel_overdue(*, batch_size: int = 500) -> int:
+    """The safety net: cancel orders still ``placed`` past their deadline, by the
+    database's clock, whose cancellation run is missing or dead. Returns how many.
 
     Batches of ``batch_size``, each its own transaction: the rows are taken with
     FOR UPDATE SKIP LOCKED (an order being accepted right now is skipped, and two safety
     nets never take the same rows), then cancelled with the same conditional UPDATE as
-    the delayed runs.
+    the delayed runs. Selection and UPDATE both ask the database's clock, which only
+    moves forward between them, so every order selected as overdue is still overdue.
+    The tick's own logical time is not the judge: a scheduler whose clock runs ahead
+    claims it early.
     """
-    cutoff = as_of - timedelta(seconds=settings.ORDER_ACCEPT_TIMEOUT_SECONDS)
     cancelled = 0
     while True:
         with transaction.atomic():
-            ids = _overdue_order_ids(cutoff=cutoff, limit=batch_size)
-            cancelled += orders_cancel_unaccepted(order_ids=ids, now=now, as_of=as_of)
+            ids = _overdue_order_ids(limit=batch_size)
+            cancelled += orders_cancel_unaccepted(order_ids=ids)
         if len(ids) < batch_size:
             return cancelled
 
 
-def _overdue_order_ids(*, cutoff: datetime, limit: int) -> list[int]:
-    # WHERE status = 'placed' AND placed_at <= cutoff is served by the partial index
-    # order_placed_pending (the overdue orders, oldest first). The NOT EXISTS is served by
+def _overdue_order_ids(*, limit: int) -> list[int]:
+    # WHERE status = 'placed' AND placed_at <= <database now - timeout> is served by the
+    # partial index order_placed_pending (the overdue orders, oldest first; the bound is
+    # stable within the statement, so it bounds the index scan). The NOT EXISTS is served by
     # job_run_claim_key (job_name, subject), or, while few runs are live, by one scan of
     # job_run_status that PostgreSQL then keeps in memory.
     live_run = JobRun.objects.filter(
@@ -295,7 +300,10 @@ def _overdue_order_ids(*, cutoff: datetime, limit: int) -> list[int]:
     )
     return list(
         Order.objects.select_for_update(skip_locked=True, of=("self",))
-        .filter(status=OrderStatus.PLACED, placed_at__lte=cutoff)
+        .filter(
+            status=OrderStatus.PLACED,
+            placed_at__lte=clock.DatabaseNow(minus_seconds=settings.ORDER_ACCEPT_TIMEOUT_SECONDS),
+        )
         .filter(~Exists(live_run))
         .order_by("placed_at", "id")
         .values_list("id", flat=True)[:limit]

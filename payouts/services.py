@@ -38,8 +38,8 @@ from payouts import sql
 from payouts.models import Payout
 from payouts.weeks import BusinessWeek, weeks_finished
 from scheduling.fencing import fence_check
-from scheduling.models import JobRun, Trigger
-from scheduling.services import run_claim_manual
+from scheduling.models import JobRun
+from scheduling.services import run_execute_here
 
 PAYOUT_JOB = "weekly-payouts"
 # One fencing resource for the whole ledger: any run that wrote payouts makes every run
@@ -246,19 +246,21 @@ def payout_catch_up_check(*, as_of: datetime, restaurant_ids: Sequence[int] | No
         raise PayoutError(f"no restaurant with id {', '.join(map(str, missing))}")
 
 
-def payout_run_claim(*, as_of: datetime, restaurant_ids: Sequence[int] | None, now: datetime) -> JobRun | None:
-    """Claim a manual ``weekly-payouts`` run as of ``as_of`` for the caller to execute.
+def payout_catch_up_execute(
+    *, as_of: datetime, restaurant_ids: Sequence[int] | None, now: datetime, worker: str
+) -> JobRun | None:
+    """Claim a manual ``weekly-payouts`` run as of ``as_of`` and execute it here.
 
     The same claim as every other run (INSERT ... ON CONFLICT DO NOTHING on job_name,
     subject, scheduled_for), with the restriction in the subject. Returns None when that
-    exact catch-up was claimed before.
+    exact catch-up was claimed before; raises RunCannotStartError, with nothing claimed,
+    when it would have to wait behind another payout run (see ``run_execute_here``).
     """
     payout_catch_up_check(as_of=as_of, restaurant_ids=restaurant_ids, now=now)
-    return run_claim_manual(
+    return run_execute_here(
         job_name=PAYOUT_JOB,
         scheduled_for=as_of,
         now=now,
-        trigger=Trigger.MANUAL,
-        enqueue=False,
+        worker=worker,
         subject=payout_subject(restaurant_ids=restaurant_ids),
     )

@@ -52,23 +52,28 @@ def runs_execute(*, run_ids: list[int], worker: str) -> list[RunContext]:
     job = registry.get(job_name)
     contexts = runs_start(job=job, run_ids=run_ids, now=clock.now(), worker=worker)
     if contexts:
-        _call_handler(job=job, contexts=contexts)
+        runs_call_handler(job=job, contexts=contexts)
     return contexts
 
 
-def _call_handler(*, job: Job, contexts: list[RunContext]) -> None:
+def runs_call_handler(*, job: Job, contexts: list[RunContext]) -> None:
+    """Call the handler of started runs and record the outcome (succeeded or failed)."""
     runs = list(JobRun.objects.filter(id__in=[c.run_id for c in contexts]).order_by("id"))
     try:
         result = job.handler(contexts) if job.batch_size > 1 else job.handler(contexts[0])
         # Stored as JSON: a result that cannot be is the handler's failure, not the worker's.
         json.dumps(result, cls=DjangoJSONEncoder)
-    # The boundary where any error a handler raises becomes a failed attempt (with its
-    # traceback) instead of killing the worker; retries are job_runs' business.
-    except Exception as exc:
+    # The boundary where anything a handler raises becomes a failed attempt (with its
+    # traceback) instead of killing the worker; retries are job_runs' business. That
+    # includes BaseException: a handler that calls sys.exit() or is interrupted would
+    # otherwise leave its run "running" until the timeout, and its cause in no record.
+    except BaseException as exc:
         if isinstance(exc, DatabaseError) and not connection.in_atomic_block:
             # The database went away mid-run: reconnect to record the failure.
             connection.close()
         runs_fail(job=job, runs=runs, now=clock.now(), error=traceback.format_exc(limit=8))
+        if not isinstance(exc, Exception):
+            raise  # recorded; a SystemExit or KeyboardInterrupt still stops the process, as it asked
         return
     runs_succeed(job=job, runs=runs, now=clock.now(), result=result)
 
@@ -122,7 +127,7 @@ def _start(*, pending: list[JobRun], now: datetime, worker: str) -> list[RunCont
 
 
 def _apply_overlap(*, job: Job, run: JobRun, now: datetime) -> Decision:
-    running = list(JobRun.objects.filter(job_name=job.name, status=RunStatus.RUNNING).exclude(id=run.id))
+    running = runs_running(job=job, exclude_id=run.id)
     decision = overlap_decide(job=job, run=run, running=running)
     if decision == Decision.SKIP:
         _skip_for_overlap(run=run, running=running, now=now)
@@ -133,17 +138,34 @@ def _apply_overlap(*, job: Job, run: JobRun, now: datetime) -> Decision:
 
 def overlap_decide(*, job: Job, run: JobRun, running: list[JobRun]) -> Decision:
     """The overlap policy as a decision, given the job's other running runs."""
+    if not overlap_blockers(job=job, scheduled_for=run.scheduled_for, running=running):
+        return Decision.START
+    return Decision.WAIT if job.overlap == Overlap.QUEUE else Decision.SKIP
+
+
+def overlap_blockers(*, job: Job, scheduled_for: datetime, running: list[JobRun]) -> list[JobRun]:
+    """The runs that keep a run of ``job`` at ``scheduled_for`` from starting now.
+
+    ``queue``: every running run, and every older run still waiting (they go first);
+    ``forbid``: every running run; ``replace``: a running run with a later logical time
+    (an older one is superseded instead); ``allow``: none.
+    """
     if job.overlap == Overlap.QUEUE:
         older_waiting = JobRun.objects.filter(
-            job_name=job.name, status=RunStatus.ENQUEUED, scheduled_for__lt=run.scheduled_for
-        ).exists()
-        return Decision.WAIT if running or older_waiting else Decision.START
+            job_name=job.name, status=RunStatus.ENQUEUED, scheduled_for__lt=scheduled_for
+        ).order_by("scheduled_for", "id")
+        return [*running, *older_waiting]
     if job.overlap == Overlap.REPLACE:
-        newer = any(other.scheduled_for > run.scheduled_for for other in running)
-        return Decision.SKIP if newer else Decision.START
-    if job.overlap == Overlap.FORBID and running:
-        return Decision.SKIP
-    return Decision.START
+        return [other for other in running if other.scheduled_for > scheduled_for]
+    if job.overlap == Overlap.FORBID:
+        return running
+    return []
+
+
+def runs_running(*, job: Job, exclude_id: int | None = None) -> list[JobRun]:
+    """The job's runs now running (served by the partial index job_run_live)."""
+    running = JobRun.objects.filter(job_name=job.name, status=RunStatus.RUNNING).order_by("id")
+    return list(running.exclude(id=exclude_id) if exclude_id is not None else running)
 
 
 def _skip_for_overlap(*, run: JobRun, running: list[JobRun], now: datetime) -> None:

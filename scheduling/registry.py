@@ -89,6 +89,10 @@ class JobRegistry:
             known = ", ".join(sorted(self._jobs)) or "none"
             raise UnknownJobError(f"unknown job {name!r} (known jobs: {known})") from None
 
+    def find(self, name: str) -> Job | None:
+        """The job declared as ``name``, or None (a run of a job no longer declared)."""
+        return self._jobs.get(name)
+
     @contextmanager
     def replaced(self, *jobs: Job) -> Iterator[None]:
         """Temporarily declare exactly ``jobs`` (tests of the engine use their own jobs)."""

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Max
 
 from scheduling import cron
-from scheduling.models import JobRun, Schedule, SchedulerNode
+from scheduling.models import JobRun, RunStatus, Schedule, SchedulerNode
 from scheduling.registry import Job, registry
 
 
@@ -46,6 +47,86 @@ def scheduler_last_pass_at() -> datetime | None:
     """The newest pass of any scheduler loop (one SchedulerNode row per loop)."""
     latest: datetime | None = SchedulerNode.objects.aggregate(latest=Max("last_pass_at"))["latest"]
     return latest
+
+
+# --- Why a run has not moved: what a manual command tells its operator --------------------
+
+
+@dataclass(frozen=True)
+class RunState:
+    """A run as an operator waiting on it needs to see it, as of ``now``."""
+
+    run: JobRun
+    now: datetime
+
+    @property
+    def seconds_waiting(self) -> int | None:
+        """How long an enqueued run has waited for a worker to take it."""
+        if self.run.status != RunStatus.ENQUEUED or self.run.enqueued_at is None:
+            return None
+        return _seconds(self.now - self.run.enqueued_at)
+
+    @property
+    def seconds_silent(self) -> int | None:
+        """How long a running run has shown no sign of life (heartbeat, else its start)."""
+        sign_of_life = self.run.heartbeat_at if self._heartbeats else self.run.started_at
+        if self.run.status != RunStatus.RUNNING or sign_of_life is None:
+            return None
+        return _seconds(self.now - sign_of_life)
+
+    @property
+    def _heartbeats(self) -> bool:
+        job = registry.find(self.run.job_name)
+        return job is not None and job.heartbeat
+
+    def label(self) -> str:
+        return f"run {self.run.id} ({self.run.job_name} @ {self.run.scheduled_for.isoformat()}, {self.run.trigger})"
+
+    def explained(self) -> str:
+        """What the run is doing, in words: "enqueued, and no worker has taken it for 7200 s"."""
+        run = self.run
+        if run.status == RunStatus.ENQUEUED:
+            return f"enqueued, and no worker has taken it for {self.seconds_waiting} s (is a worker running?)"
+        if run.status == RunStatus.RUNNING:
+            return self._running_explained()
+        if run.status in (RunStatus.FAILED, RunStatus.ABANDONED):
+            return f"{run.status} after attempt {run.attempts}; its next attempt is due at {run.due_at.isoformat()}"
+        if run.status == RunStatus.SKIPPED:
+            return f"skipped ({run.get_skip_reason_display() or 'no reason recorded'})"
+        if run.status == RunStatus.SCHEDULED:
+            return f"scheduled, due at {run.due_at.isoformat()}"
+        return str(run.status)
+
+    def _running_explained(self) -> str:
+        job = registry.find(self.run.job_name)
+        silent = self.seconds_silent
+        text = f"running on {self.run.worker or '?'} " + (
+            f"with no heartbeat for {silent} s" if self._heartbeats else f"for {silent} s"
+        )
+        if job is not None and silent is not None and silent > job.timeout_seconds:
+            text += (
+                f", longer than its timeout of {job.timeout_seconds} s: its worker is presumably gone, and the "
+                "next scheduler pass (manage.py tick) marks it abandoned"
+            )
+        return text
+
+    def as_dict(self) -> dict[str, Any]:
+        run = self.run
+        return {
+            "run": run.id,
+            "job": run.job_name,
+            "subject": run.subject,
+            "scheduled_for": run.scheduled_for.isoformat(),
+            "trigger": run.trigger,
+            "status": run.status,
+            "worker": run.worker,
+            "seconds_waiting": self.seconds_waiting,
+            "seconds_silent": self.seconds_silent,
+        }
+
+
+def _seconds(delta: timedelta) -> int:
+    return max(int(delta.total_seconds()), 0)
 
 
 # --- The dashboard timeline: expected ticks against job_runs -----------------------------

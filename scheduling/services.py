@@ -8,21 +8,40 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
-from scheduling import cron
+from scheduling import cron, sql
 from scheduling.dispatch import runs_claim
 from scheduling.events import runs_record
-from scheduling.models import JobRun, RunStatus, Schedule, Trigger
+from scheduling.execution import overlap_blockers, runs_call_handler, runs_running, runs_start
+from scheduling.models import JobRun, Overlap, RunStatus, Schedule, Trigger
 from scheduling.policies import PlannedTick
 from scheduling.queue import enqueue_runs
 from scheduling.registry import Job, registry
 from scheduling.retention import claim_guard_horizon
 from scheduling.schedules import schedules_ensure
+from scheduling.selectors import RunState
 
 logger = logging.getLogger("scheduling.actions")
 
 
 class SchedulingError(Exception):
     """A request the engine refuses, with a message for the person who made it."""
+
+
+class RunCannotStartError(SchedulingError):
+    """A manual run to execute here that the job's overlap policy does not let start now.
+
+    Nothing was claimed; ``waiting_on`` are the runs in its way, as of the refusal.
+    """
+
+    def __init__(self, *, job_name: str, scheduled_for: datetime, subject: str, waiting_on: list[RunState]) -> None:
+        self.waiting_on = waiting_on
+        what = f"{job_name} @ {scheduled_for.isoformat()}" + (f" ({subject})" if subject else "")
+        behind = "; and behind ".join(f"{state.label()}, {state.explained()}" for state in waiting_on)
+        them = "that run has" if len(waiting_on) == 1 else "those runs have"
+        super().__init__(
+            f"{what} cannot run now: it waits behind {behind}. Nothing was claimed: run the same command "
+            f"again once {them} finished."
+        )
 
 
 def run_schedule_delayed(*, job_name: str, subject: str, scheduled_for: datetime, now: datetime) -> JobRun | None:
@@ -80,15 +99,11 @@ def run_claim_manual(
     """Claim one logical run by hand through the normal claim path.
 
     Returns None when the (job, scheduled_for) tick is already claimed: a second manual
-    run of the same tick runs nothing. With ``enqueue=False`` the caller executes the
-    run itself (``run_job --sync``); if it dies first, the requeue sweep picks it up.
+    run of the same tick runs nothing. With ``enqueue=False`` the caller starts the run
+    itself in the same transaction (``run_execute_here``).
     """
     job = registry.get(job_name)
-    if not job.is_cron:
-        raise SchedulingError(f"job {job_name!r} is a delayed job: its runs are created by code, one per subject")
-    if scheduled_for > now:
-        raise SchedulingError(f"{scheduled_for.isoformat()} is in the future; a run's logical time must have passed")
-    guard_horizon_check(job=job, scheduled_for=scheduled_for, now=now)
+    _manual_run_check(job=job, scheduled_for=scheduled_for, now=now)
     schedules_ensure(now=now)
     plan = [PlannedTick(scheduled_for, RunStatus.ENQUEUED)]
     with transaction.atomic():
@@ -107,6 +122,57 @@ def guard_horizon_check(*, job: Job, scheduled_for: datetime, now: datetime) -> 
             f"(the look-back or the missed-run check's window, whichever is longer, plus a day): runs of "
             f"{job.name!r} that old may have been pruned, so the engine can no longer tell whether it already ran"
         )
+
+
+def _manual_run_check(*, job: Job, scheduled_for: datetime, now: datetime) -> None:
+    if not job.is_cron:
+        raise SchedulingError(f"job {job.name!r} is a delayed job: its runs are created by code, one per subject")
+    if scheduled_for > now:
+        raise SchedulingError(f"{scheduled_for.isoformat()} is in the future; a run's logical time must have passed")
+    guard_horizon_check(job=job, scheduled_for=scheduled_for, now=now)
+
+
+def run_execute_here(
+    *, job_name: str, scheduled_for: datetime, now: datetime, worker: str, subject: str = ""
+) -> JobRun | None:
+    """Claim one logical run by hand and execute it in this process (``run_job --sync``,
+    ``catch_up_payouts``); return it finished, or None when that run was claimed before.
+
+    1. Under the job's overlap lock, look for an existing claim (None: the caller reports
+       it), then for the runs the overlap policy makes it wait behind (a ``queue`` job's
+       running or older waiting run, a ``forbid`` job's running one).
+    2. If any, raise RunCannotStartError naming them, before anything is written. A
+       claim left ``enqueued`` behind a failure message would wait for a worker that
+       may not exist, and the same command could never run it ("already claimed"); a
+       claim recorded as skipped would block the retry just the same. Refusing before
+       the claim leaves nothing to release, so the retry works once the way is clear.
+    3. Otherwise claim (trigger ``manual``, no task) and start it in the same
+       transaction, then call the handler after the start has committed, as a worker
+       does: if this process dies mid-run, the run is abandoned and retried like any other.
+    """
+    job = registry.get(job_name)
+    _manual_run_check(job=job, scheduled_for=scheduled_for, now=now)
+    with transaction.atomic():
+        if job.overlap != Overlap.ALLOW:
+            sql.lock_job(job.name)
+        if JobRun.objects.filter(job_name=job.name, subject=subject, scheduled_for=scheduled_for).exists():
+            return None
+        blockers = overlap_blockers(job=job, scheduled_for=scheduled_for, running=runs_running(job=job))
+        if blockers:
+            waiting_on = [RunState(run=blocker, now=now) for blocker in blockers]
+            raise RunCannotStartError(
+                job_name=job.name, scheduled_for=scheduled_for, subject=subject, waiting_on=waiting_on
+            )
+        run = run_claim_manual(job_name=job.name, scheduled_for=scheduled_for, now=now, enqueue=False, subject=subject)
+        contexts = runs_start(job=job, run_ids=[run.id], now=now, worker=worker) if run else []
+        if run is not None and not contexts:
+            # Cannot happen under the lock; if it ever does, the rollback releases the claim.
+            raise SchedulingError(f"run {run.id} of {job.name} could not be started; nothing was claimed")
+    if run is None:
+        return None
+    runs_call_handler(job=job, contexts=contexts)
+    run.refresh_from_db()
+    return run
 
 
 def schedule_pause(*, job_name: str, actor: str, now: datetime) -> bool:

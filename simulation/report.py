@@ -99,8 +99,9 @@ def simulation_report(*, extra_problems: list[str], clock_skew: float = 0.0) -> 
     """Read everything back and check the invariants (see the module doc).
 
     ``clock_skew`` is how far the schedulers' clocks were spread: a scheduler whose clock
-    is fast hands out a due run that much early, so a cancellation may come up to that
-    much before its deadline (by the worker's clock) without breaking the invariant.
+    is fast claims a safety-net tick, or hands out a cancellation run, that much early.
+    No cancellation may come before its deadline, whatever the skew: the database's clock
+    judges it (``orders.services.orders_cancel_unaccepted``).
     """
     window_start, window_end = _window()
     jobs = [_cron_job_ticks(schedule, window_end) for schedule in Schedule.objects.filter(kind=JobKind.CRON)]
@@ -113,7 +114,7 @@ def simulation_report(*, extra_problems: list[str], clock_skew: float = 0.0) -> 
         duplicate_charges=_duplicate_charges(),
         charged_ticks=ProbeCharge.objects.values("job_name", "scheduled_for").distinct().count(),
         payouts=_payouts_check(),
-        orders=_orders_check(window_end, tolerance=timedelta(seconds=clock_skew)),
+        orders=_orders_check(window_end, clock_skew=timedelta(seconds=clock_skew)),
         lateness=_lateness(),
         recovery=_recovery(),
     )
@@ -225,37 +226,38 @@ def _weeks_due(as_of: datetime) -> set[tuple[int, datetime]]:
     }
 
 
-def _orders_check(window_end: datetime, *, tolerance: timedelta) -> OrderCheck:
+def _orders_check(window_end: datetime, *, clock_skew: timedelta) -> OrderCheck:
     check = OrderCheck()
     timeout = timedelta(seconds=settings.ORDER_ACCEPT_TIMEOUT_SECONDS)
-    earliest = timeout - tolerance
-    waiting = _orders_explained_waiting(window_end)
+    waiting = _orders_explained_waiting(window_end, clock_skew=clock_skew)
     for order in Order.objects.filter(customer_ref__startswith=TRAFFIC_CUSTOMERS):
         check.statuses[order.status] = check.statuses.get(order.status, 0) + 1
         check.accepted_and_cancelled += order.accepted_at is not None and order.cancelled_at is not None
-        check.cancelled_early += order.cancelled_at is not None and order.cancelled_at < order.placed_at + earliest
+        check.cancelled_early += order.cancelled_at is not None and order.cancelled_at < order.placed_at + timeout
         overdue = order.status == OrderStatus.PLACED and order.placed_at + timeout <= window_end
         check.overdue_unanswered += overdue and order.pk not in waiting
     return check
 
 
-def _orders_explained_waiting(window_end: datetime) -> set[int]:
+def _orders_explained_waiting(window_end: datetime, *, clock_skew: timedelta) -> set[int]:
     """Orders still unanswered past their deadline for a reason the design gives:
 
     - their cancellation run failed and its retry is due after the window closed;
-    - their run was handed out early (a scheduler's clock ran ahead), so the worker left
-      the order alone, and the safety net's next tick, which would cancel it, had not come
-      when the window closed.
+    - their run succeeded and left the order alone, which it does only when the database's
+      clock said the deadline had not come (the run was handed out early by a scheduler
+      whose clock ran ahead), and no safety-net tick that surely ran after the deadline
+      had succeeded when the window closed (a tick may have been claimed, and run,
+      ``clock_skew`` early).
     """
     net: datetime | None = JobRun.objects.filter(job_name="cancel-stale-orders", status=RunStatus.SUCCEEDED).aggregate(
         as_of=Max("scheduled_for")
     )["as_of"]
     waiting = set()
-    for subject, status, due_at, started_at, scheduled_for in JobRun.objects.filter(
-        job_name="cancel-stale-order"
-    ).values_list("subject", "status", "due_at", "started_at", "scheduled_for"):
+    for subject, status, due_at, scheduled_for in JobRun.objects.filter(job_name="cancel-stale-order").values_list(
+        "subject", "status", "due_at", "scheduled_for"
+    ):
         retrying = status in RETRY_STATUSES and due_at > window_end
-        early = started_at is not None and started_at < scheduled_for and (net is None or scheduled_for > net)
+        early = status == RunStatus.SUCCEEDED and (net is None or scheduled_for > net - clock_skew)
         if retrying or early:
             waiting.add(int(subject.split(":", 1)[1]))
     return waiting

@@ -3,6 +3,8 @@ tests marked ``postgres`` are deselected on SQLite by the Makefile and skipped h
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -105,3 +107,28 @@ def admin_pages(settings: Any) -> None:
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+# --- The clocks, the database's included ------------------------------------------------
+
+
+@pytest.fixture
+def clocks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
+    """``clocks(at, skew=s)``: from now on the database's clock reads ``at`` (and runs on
+    at real speed), and this process's ``tiffin.clock`` reads ``at + s``: the accelerated
+    clock of ``simulate`` at speed 1. For code that asks the database for the time
+    (``tiffin.clock.DatabaseNow``), which ``time_machine`` cannot move; do not combine the
+    two (under ``time_machine`` this clock's reading is meaningless)."""
+    import time
+
+    from tiffin import clock
+
+    def set_clocks(at: datetime, *, skew: float = 0.0) -> None:
+        monkeypatch.setenv("TIFFIN_CLOCK_START", at.isoformat())
+        monkeypatch.setenv("TIFFIN_CLOCK_ANCHOR", repr(time.time()))
+        monkeypatch.setenv("TIFFIN_CLOCK_SPEED", "1")
+        monkeypatch.setenv("TIFFIN_CLOCK_SKEW", repr(skew))
+        clock.reset()
+
+    yield set_clocks
+    clock.reset()

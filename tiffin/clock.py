@@ -11,6 +11,13 @@ process through the environment (production leaves these unset):
   processes of one simulation, so they agree on the simulated time);
 - ``TIFFIN_CLOCK_SPEED``: simulated seconds per real second (default 1);
 - ``TIFFIN_CLOCK_SKEW``: seconds added to this process's reading (may be negative).
+
+A decision that must not depend on which server makes it (has an order's deadline
+passed?) asks the database's clock instead, inside the statement that acts on it:
+``DatabaseNow`` is that clock as an ORM expression. In production it is PostgreSQL's
+``statement_timestamp()``; on an accelerated clock it is the same start, anchor and
+speed computed from the database's reading, without any process's skew, so every
+process of a simulation judges by one clock, the database's.
 """
 
 from __future__ import annotations
@@ -20,6 +27,11 @@ import os
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import DateTimeField, Expression
+from django.db.models.sql.compiler import SQLCompiler
 
 
 @dataclass(frozen=True)
@@ -87,3 +99,58 @@ def real_seconds(seconds: float) -> float:
 
 def is_simulated() -> bool:
     return _simulated() is not None
+
+
+# --- The database's clock ---------------------------------------------------------------
+
+# Unix time at the Julian day 0 of SQLite's julianday(): 'now' as seconds since the epoch.
+_SQLITE_EPOCH_SECONDS = "((julianday('now') - 2440587.5) * 86400.0)"
+# The text Django stores a datetime as on SQLite (naive UTC), to the millisecond.
+_SQLITE_FORMAT = "'%%Y-%%m-%%d %%H:%%M:%%f'"
+
+
+def database_now_sql(vendor: str, *, minus_seconds: float = 0.0) -> tuple[str, list[Any]]:
+    """SQL for the database's "now", ``minus_seconds`` earlier, and its parameters.
+
+    PostgreSQL: ``statement_timestamp()``, the start of the current statement. Not
+    ``now()``, which is the start of the transaction and lags inside a long one; not
+    ``clock_timestamp()``, which is volatile: evaluated again for every row, it cannot
+    bound an index scan and would give each row of one UPDATE its own instant.
+
+    SQLite: its own ``'now'`` (fixed for the duration of a statement, to the
+    millisecond), which is the operating system's clock of the machine the processes
+    share: SQLite has no server of its own.
+
+    On an accelerated clock (``TIFFIN_CLOCK_START``), ``start + (db_now - anchor) * speed``
+    from the same variables as ``now()``, without ``TIFFIN_CLOCK_SKEW``.
+    """
+    simulated = _simulated()
+    if vendor == "postgresql":
+        if simulated is None:
+            return "(statement_timestamp() - %s * interval '1 second')", [minus_seconds]
+        return (
+            "(%s::timestamptz + (statement_timestamp() - to_timestamp(%s)) * %s - %s * interval '1 second')",
+            [simulated.start, simulated.anchor, simulated.speed, minus_seconds],
+        )
+    if vendor == "sqlite":
+        # In production the same formula with start 0, anchor 0 and speed 1: the OS clock.
+        start, anchor, speed = (
+            (simulated.start.timestamp(), simulated.anchor, simulated.speed) if simulated else (0.0, 0.0, 1.0)
+        )
+        sql = f"strftime({_SQLITE_FORMAT}, %s + ({_SQLITE_EPOCH_SECONDS} - %s) * %s - %s, 'unixepoch')"
+        return sql, [float(start), float(anchor), float(speed), minus_seconds]
+    raise NotImplementedError(f"no database clock for the {vendor} backend")
+
+
+class DatabaseNow(Expression):
+    """The database's clock, ``minus_seconds`` earlier, as an ORM expression: compare a
+    stored instant with it, or write it, in the statement that acts on the decision."""
+
+    output_field = DateTimeField()
+
+    def __init__(self, *, minus_seconds: float = 0.0) -> None:
+        super().__init__()
+        self.minus_seconds = float(minus_seconds)
+
+    def as_sql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper) -> tuple[str, list[Any]]:
+        return database_now_sql(connection.vendor, minus_seconds=self.minus_seconds)

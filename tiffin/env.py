@@ -6,6 +6,7 @@ typo in a deployment stops the process at start instead of running with a defaul
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,22 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 def env_str(name: str, default: str) -> str:
     return os.environ.get(name, default)
+
+
+def env_secret_key(name: str, *, debug: bool, development_key: str) -> str:
+    """The secret key: required when ``debug`` is off, where a missing key would sign
+    sessions, password resets and queued tasks with a key anyone can read in this
+    repository. With ``debug`` on (local development only) ``development_key`` stands in."""
+    value = os.environ.get(name, "").strip()
+    if debug:
+        return value or development_key
+    if not value or value == development_key:
+        raise ImproperlyConfigured(
+            f"{name} is {'the development key' if value else 'not set'} and DEBUG is off: set {name} to a long "
+            "random value (python -c 'import secrets; print(secrets.token_urlsafe(50))'), or DEBUG=1 for local "
+            "development, which uses a development key"
+        )
+    return value
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -54,6 +71,8 @@ def env_float(name: str, default: float, *, minimum: float | None = None) -> flo
         value = float(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+    if not math.isfinite(value):  # float() reads "nan" and "inf", and nan < minimum is False
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a finite number")
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}")
     return value

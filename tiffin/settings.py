@@ -16,6 +16,7 @@ from tiffin.env import (
     env_int,
     env_list,
     env_prefixed,
+    env_secret_key,
     env_str,
 )
 
@@ -27,7 +28,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DEBUG", False)
 _INSECURE_DEV_KEY = "django-insecure-tiffin-development-only-key-do-not-use-in-production"
-SECRET_KEY = env_str("SECRET_KEY", _INSECURE_DEV_KEY)
+SECRET_KEY = env_secret_key("SECRET_KEY", debug=DEBUG, development_key=_INSECURE_DEV_KEY)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 

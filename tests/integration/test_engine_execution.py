@@ -211,6 +211,37 @@ def test_a_failing_run_is_retried_with_backoff_then_dead():
     assert [e.kind for e in run.events.all()].count("failed") == 2
 
 
+def _exits(ctx):
+    raise SystemExit("the handler called sys.exit: config file missing")
+
+
+def _interrupted(ctx):
+    with transaction.atomic():
+        JobRun.objects.filter(id=ctx.run_id).update(worker="written by the handler")
+        raise KeyboardInterrupt
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("handler", "raised", "cause"),
+    [
+        (_exits, SystemExit, "SystemExit: the handler called sys.exit: config file missing"),
+        (_interrupted, KeyboardInterrupt, "KeyboardInterrupt"),
+    ],
+)
+def test_a_handler_that_raises_a_base_exception_fails_its_run_with_the_cause_and_still_stops(handler, raised, cause):
+    job = make_job(handler=handler, max_attempts=3, backoff_seconds=60)
+    with registry.replaced(job), time_machine.travel(T0, tick=False):
+        run = _claim(job, 0)
+        with pytest.raises(raised):  # recorded, then passed on: the process stops as asked
+            runs_execute(run_ids=[run.id], worker="w1")
+    assert _status(run) == RunStatus.FAILED  # not left running until its timeout
+    assert (run.finished_at, run.due_at) == (T0, T0 + timedelta(seconds=60))
+    assert cause in run.error
+    assert run.worker == "w1"  # the handler's own transaction rolled back
+    assert [e.kind for e in run.events.all()].count("failed") == 1
+
+
 @pytest.mark.django_db
 def test_an_abandoned_run_is_rerun_with_a_new_fence_and_the_old_fence_is_refused():
     writes: list[int] = []

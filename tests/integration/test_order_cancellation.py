@@ -1,6 +1,7 @@
 """Stale-order cancellation: each order's delayed run, created with the order, cancels it
 at its deadline only if the restaurant has not answered; the safety net covers orders
-whose run is missing or dead."""
+whose run is missing or dead. "Past its deadline" is the database's clock's call, so
+these tests set it (``clocks``) as well as the scheduler's ``now``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
-import time_machine
 from django.db import connection, transaction
 from django.db.models import Count
 
@@ -28,6 +28,7 @@ from scheduling.registry import registry
 from scheduling.services import run_schedule_delayed
 from tests.engine import drain_queue, queued_tasks
 from tests.locks import wait_until_blocked
+from tiffin import clock
 
 PLACED_AT = datetime(2027, 3, 10, 12, 0, tzinfo=UTC)
 DEADLINE = PLACED_AT + timedelta(minutes=10)
@@ -38,10 +39,17 @@ def place(restaurant: Restaurant, at: datetime = PLACED_AT) -> Order:
 
 
 def run_due(now: datetime) -> int:
-    """One scheduler pass at ``now`` with only the delayed job declared, then a worker."""
-    with registry.replaced(registry.get("cancel-stale-order")), time_machine.travel(now, tick=False):
+    """One scheduler pass at ``now`` with only the delayed job declared, then a worker
+    (whose handlers read the clock ``clocks`` set)."""
+    with registry.replaced(registry.get("cancel-stale-order")):
         tick_pass(now=now)
         return drain_queue()
+
+
+def assert_cancelled_just_after(order: Order, deadline: datetime) -> None:
+    order.refresh_from_db()
+    assert order.cancelled_at is not None
+    assert deadline <= order.cancelled_at < deadline + timedelta(seconds=10)
 
 
 def cancellation_of(order: Order) -> JobRun:
@@ -81,13 +89,16 @@ def test_a_rolled_back_order_leaves_no_delayed_run(restaurant):
 
 
 @pytest.mark.django_db
-def test_an_order_nobody_answered_is_cancelled_at_its_deadline(restaurant):
+def test_an_order_nobody_answered_is_cancelled_at_its_deadline(restaurant, clocks):
     order = place(restaurant)
+    clocks(DEADLINE - timedelta(seconds=1))
     assert run_due(DEADLINE - timedelta(seconds=1)) == 0
     assert status(order) == OrderStatus.PLACED
+    clocks(DEADLINE)
     run_due(DEADLINE)
     assert status(order) == OrderStatus.CANCELLED
-    assert (order.cancel_reason, order.cancelled_at) == (STALE_CANCEL_REASON, DEADLINE)
+    assert order.cancel_reason == STALE_CANCEL_REASON
+    assert_cancelled_just_after(order, DEADLINE)
     run = cancellation_of(order)
     assert (run.status, run.result) == (
         RunStatus.SUCCEEDED,
@@ -101,8 +112,9 @@ def test_an_order_nobody_answered_is_cancelled_at_its_deadline(restaurant):
 
 
 @pytest.mark.django_db
-def test_an_order_accepted_a_moment_before_its_deadline_is_not_cancelled(restaurant):
+def test_an_order_accepted_a_moment_before_its_deadline_is_not_cancelled(restaurant, clocks):
     order = place(restaurant)
+    clocks(DEADLINE)
     order_accept(order_id=order.pk, now=DEADLINE - timedelta(milliseconds=1))
     run_due(DEADLINE)
     assert status(order) == OrderStatus.ACCEPTED
@@ -115,13 +127,11 @@ def test_an_order_accepted_a_moment_before_its_deadline_is_not_cancelled(restaur
 
 
 @pytest.mark.django_db
-def test_a_run_dispatched_early_by_a_fast_clock_does_not_cancel_before_the_deadline(restaurant):
+def test_a_run_dispatched_early_by_a_fast_clock_does_not_cancel_before_the_deadline(restaurant, clocks):
     order = place(restaurant)
     # A scheduler whose clock runs 90 s ahead hands the run to a worker whose clock is right.
-    with registry.replaced(registry.get("cancel-stale-order")):
-        tick_pass(now=DEADLINE + timedelta(seconds=1))
-        with time_machine.travel(DEADLINE - timedelta(seconds=89), tick=False):
-            drain_queue()
+    clocks(DEADLINE - timedelta(seconds=89))
+    run_due(DEADLINE + timedelta(seconds=1))
     assert status(order) == OrderStatus.PLACED
     result = cancellation_of(order).result
     assert result is not None
@@ -129,8 +139,9 @@ def test_a_run_dispatched_early_by_a_fast_clock_does_not_cancel_before_the_deadl
 
 
 @pytest.mark.django_db
-def test_a_run_whose_subject_names_no_order_does_not_fail_its_batch(restaurant):
+def test_a_run_whose_subject_names_no_order_does_not_fail_its_batch(restaurant, clocks):
     order = place(restaurant)
+    clocks(DEADLINE)
     with registry.replaced(registry.get("cancel-stale-order")):
         run_schedule_delayed(job_name="cancel-stale-order", subject="order:oops", scheduled_for=DEADLINE, now=PLACED_AT)
     run_due(DEADLINE)
@@ -142,8 +153,9 @@ def test_a_run_whose_subject_names_no_order_does_not_fail_its_batch(restaurant):
 
 
 @pytest.mark.django_db
-def test_a_rejected_order_is_left_rejected(restaurant):
+def test_a_rejected_order_is_left_rejected(restaurant, clocks):
     order = place(restaurant)
+    clocks(DEADLINE)
     order_reject(order_id=order.pk, now=PLACED_AT + timedelta(minutes=3))
     run_due(DEADLINE)
     assert status(order) == OrderStatus.REJECTED
@@ -151,12 +163,13 @@ def test_a_rejected_order_is_left_rejected(restaurant):
 
 
 @pytest.mark.django_db
-def test_many_due_runs_are_executed_in_batches(restaurant):
+def test_many_due_runs_are_executed_in_batches(restaurant, clocks):
     orders = [place(restaurant, PLACED_AT + timedelta(seconds=n)) for n in range(250)]
     for order in orders[::5]:
         order_accept(order_id=order.pk, now=PLACED_AT + timedelta(minutes=5))
     later = DEADLINE + timedelta(minutes=5)  # every deadline has passed
-    with registry.replaced(registry.get("cancel-stale-order")), time_machine.travel(later, tick=False):
+    clocks(later)
+    with registry.replaced(registry.get("cancel-stale-order")):
         tick_pass(now=later)
         assert sorted(len(task["args"][0]) for task in queued_tasks()) == [50, 200]  # two tasks, not 250
         drain_queue()
@@ -174,7 +187,7 @@ def imported(restaurant: Restaurant, placed_at: datetime) -> Order:
 
 
 @pytest.mark.django_db
-def test_the_safety_net_cancels_overdue_orders_whose_run_is_missing_or_dead(restaurant):
+def test_the_safety_net_cancels_overdue_orders_whose_run_is_missing_or_dead(restaurant, clocks):
     missing = imported(restaurant, PLACED_AT)
     dead = place(restaurant)
     JobRun.objects.filter(subject=f"order:{dead.pk}").update(status=RunStatus.DEAD)
@@ -184,16 +197,9 @@ def test_the_safety_net_cancels_overdue_orders_whose_run_is_missing_or_dead(rest
     order_accept(order_id=answered.pk, now=PLACED_AT + timedelta(minutes=1))
 
     as_of = PLACED_AT + timedelta(minutes=15)  # a */5 tick
-    with time_machine.travel(as_of + timedelta(seconds=3), tick=False):
-        run = JobRun.objects.create(
-            job_name="cancel-stale-orders",
-            scheduled_for=as_of,
-            due_at=as_of,
-            status=RunStatus.ENQUEUED,
-            trigger="manual",
-            created_at=as_of,
-        )
-        runs_execute(run_ids=[run.id], worker="test")
+    clocks(as_of + timedelta(seconds=3))
+    run = safety_net_run(as_of)
+    runs_execute(run_ids=[run.id], worker="test")
     run.refresh_from_db()
     assert run.result == {"as_of": as_of.isoformat(), "cancelled": 2}
     assert [status(o) for o in (missing, dead, alive, not_yet, answered)] == [
@@ -206,10 +212,11 @@ def test_the_safety_net_cancels_overdue_orders_whose_run_is_missing_or_dead(rest
 
 
 @pytest.mark.django_db
-def test_the_safety_net_works_through_every_batch(restaurant):
+def test_the_safety_net_works_through_every_batch(restaurant, clocks):
     for n in range(7):
         imported(restaurant, PLACED_AT - timedelta(minutes=n))
-    assert orders_cancel_overdue(as_of=DEADLINE, now=DEADLINE, batch_size=3) == 7
+    clocks(DEADLINE)
+    assert orders_cancel_overdue(batch_size=3) == 7
     assert Order.objects.filter(status=OrderStatus.CANCELLED).count() == 7
 
 
@@ -218,8 +225,9 @@ def test_the_safety_net_works_through_every_batch(restaurant):
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_an_accept_still_committing_at_the_deadline_wins_over_the_cancellation(restaurant):
+def test_an_accept_still_committing_at_the_deadline_wins_over_the_cancellation(restaurant, clocks):
     order = place(restaurant)
+    clocks(DEADLINE)
     accepting, commit = threading.Event(), threading.Event()
 
     def restaurant_accepts() -> None:
@@ -256,8 +264,9 @@ def test_an_accept_still_committing_at_the_deadline_wins_over_the_cancellation(r
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_the_safety_net_skips_an_order_someone_holds_and_does_not_wait_for_it(restaurant):
+def test_the_safety_net_skips_an_order_someone_holds_and_does_not_wait_for_it(restaurant, clocks):
     held, free = imported(restaurant, PLACED_AT), imported(restaurant, PLACED_AT)
+    clocks(DEADLINE)
     holding, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -273,25 +282,72 @@ def test_the_safety_net_skips_an_order_someone_holds_and_does_not_wait_for_it(re
     thread.start()
     assert holding.wait(10)
     try:
-        cancelled = orders_cancel_overdue(as_of=DEADLINE, now=DEADLINE)
+        cancelled = orders_cancel_overdue()
     finally:
         release.set()
         thread.join()
     assert cancelled == 1
     assert (status(held), status(free)) == (OrderStatus.PLACED, OrderStatus.CANCELLED)
-    assert orders_cancel_overdue(as_of=DEADLINE, now=DEADLINE) == 1  # the next pass takes it
+    assert orders_cancel_overdue() == 1  # the next pass takes it
+
+
+def safety_net_run(tick: datetime) -> JobRun:
+    """The safety net's run of ``tick``, claimed (by whichever scheduler) and enqueued."""
+    return JobRun.objects.create(
+        job_name="cancel-stale-orders",
+        scheduled_for=tick,
+        due_at=tick,
+        status=RunStatus.ENQUEUED,
+        trigger="cron",
+        created_at=tick,
+        enqueued_at=tick,
+    )
+
+
+# --- Skewed clocks: the database's clock decides ------------------------------------------
 
 
 @pytest.mark.django_db
-def test_the_safety_net_cancels_an_order_an_early_run_left_alone_even_if_its_worker_clock_lags(restaurant):
+def test_the_safety_net_cancels_an_order_an_early_run_left_alone_even_if_its_worker_clock_lags(restaurant, clocks):
     order = place(restaurant)
-    with registry.replaced(registry.get("cancel-stale-order")):
-        tick_pass(now=DEADLINE + timedelta(seconds=1))
-        with time_machine.travel(DEADLINE - timedelta(seconds=60), tick=False):
-            drain_queue()  # handed out early: left alone
+    clocks(DEADLINE - timedelta(seconds=60))
+    run_due(DEADLINE + timedelta(seconds=1))  # handed out early: left alone
     assert status(order) == OrderStatus.PLACED
-    net_tick = DEADLINE + timedelta(seconds=30)
-    # The net's tick is past the deadline; the worker running it lags 90 s behind it.
-    cancelled = orders_cancel_overdue(as_of=net_tick, now=net_tick - timedelta(seconds=90))
-    assert cancelled == 1
+    # The net runs 30 s after the deadline, on a worker whose clock lags 90 s behind.
+    clocks(DEADLINE + timedelta(seconds=30), skew=-90)
+    assert orders_cancel_overdue() == 1
     assert status(order) == OrderStatus.CANCELLED
+    assert_cancelled_just_after(order, DEADLINE + timedelta(seconds=30))
+
+
+@pytest.mark.django_db
+def test_a_worker_whose_clock_runs_90_seconds_fast_does_not_cancel_early(restaurant, clocks):
+    order = place(restaurant)
+    # 80 s before the deadline; the worker (and its scheduler) read 10 s after it.
+    clocks(DEADLINE - timedelta(seconds=80), skew=90)
+    assert run_due(clock.now()) == 1
+    assert status(order) == OrderStatus.PLACED
+    result = cancellation_of(order).result
+    assert result is not None and (result["cancelled"], result["left_alone"]) == (0, 1)
+
+
+@pytest.mark.django_db
+def test_a_safety_net_tick_claimed_90_seconds_early_does_not_cancel_early(restaurant, clocks):
+    order = imported(restaurant, PLACED_AT)  # no run of its own; its deadline is the 12:10 tick
+    # A scheduler 90 s fast claimed the 12:10 tick at 12:08:30; a worker as fast runs it.
+    clocks(DEADLINE - timedelta(seconds=90), skew=90)
+    run = safety_net_run(DEADLINE)
+    runs_execute(run_ids=[run.id], worker="test")
+    run.refresh_from_db()
+    assert (run.status, run.result) == (RunStatus.SUCCEEDED, {"as_of": DEADLINE.isoformat(), "cancelled": 0})
+    assert status(order) == OrderStatus.PLACED
+
+
+@pytest.mark.django_db
+def test_a_worker_whose_clock_runs_90_seconds_slow_does_not_cancel_late(restaurant, clocks):
+    order = place(restaurant)
+    # 5 s after the deadline; the scheduler is right, the worker reads 85 s before it.
+    clocks(DEADLINE + timedelta(seconds=5), skew=-90)
+    run_due(DEADLINE + timedelta(seconds=5))
+    assert status(order) == OrderStatus.CANCELLED
+    assert_cancelled_just_after(order, DEADLINE + timedelta(seconds=5))

@@ -119,9 +119,9 @@ def test_reset_replaces_everything_including_payouts():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--now", "last tuesday"), "is not an ISO 8601 instant"),
+        (("--now", "last tuesday"), "is not an ISO 8601 date-time"),
         (("--now", "2026-03-02T12:00:00"), "has no UTC offset"),
-        (("--now", "2026-02-30T12:00:00Z"), "is not an ISO 8601 instant"),
+        (("--now", "2026-02-30T12:00:00Z"), "is not an ISO 8601 date-time"),
         (("--restaurants", "-1"), "--restaurants -1"),
         (("--restaurants", "0"), "--restaurants 0"),
         (("--weeks", "-3"), "--weeks -3"),

@@ -149,7 +149,7 @@ def test_payouts_are_checked_against_their_orders_and_for_unpaid_weeks(
     assert report.payouts.unpaid_weeks == 1  # the week of 2027-03-08 has no payout
 
 
-def test_an_order_cancelled_before_its_deadline_breaks_the_invariant_unless_skew_explains_it(
+def test_an_order_cancelled_before_its_deadline_breaks_the_invariant_whatever_the_skew(
     window: list[datetime], order_factory: Any
 ) -> None:
     for tick in window:
@@ -159,7 +159,8 @@ def test_an_order_cancelled_before_its_deadline_breaks_the_invariant_unless_skew
         customer_ref="rush-00001", status=OrderStatus.CANCELLED, cancelled_at=T0 + timedelta(seconds=570)
     )
     assert simulation_report(extra_problems=[]).problems == ["orders cancelled early: 1"]
-    assert simulation_report(extra_problems=[], clock_skew=90).ok
+    # The database's clock judges deadlines: no scheduler's skew explains an early one.
+    assert simulation_report(extra_problems=[], clock_skew=90).problems == ["orders cancelled early: 1"]
 
 
 def test_an_order_left_unanswered_past_its_deadline_is_a_miss_unless_the_design_explains_it(
@@ -180,6 +181,8 @@ def test_an_order_left_unanswered_past_its_deadline_is_a_miss_unless_the_design_
     # ... but once a safety-net tick as of the deadline succeeded, nothing explains it.
     _run(deadline + timedelta(minutes=5), job_name="cancel-stale-orders")
     assert simulation_report(extra_problems=[]).orders.overdue_unanswered == 1
+    # ... unless a clock skew of that much means the tick may have run before the deadline.
+    assert simulation_report(extra_problems=[], clock_skew=360).orders.overdue_unanswered == 0
 
 
 def test_reset_forgets_the_engine_state_and_keeps_the_orders(window: list[datetime], order_factory: Any) -> None:

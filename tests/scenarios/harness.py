@@ -167,9 +167,18 @@ class Scenario:
             for i in range(count)
         ]
 
-    def start_workers(self, clock: SimulatedTime, count: int, *, q_workers: int = 2) -> list[Process]:
-        env = {**clock.environment(), "Q_WORKERS": str(q_workers)}
-        return [self.fleet.start(f"worker-{i}", ["worker", "--no-scheduler"], env=env) for i in range(count)]
+    def start_workers(
+        self, clock: SimulatedTime, count: int, *, q_workers: int = 2, skews: Sequence[float] = ()
+    ) -> list[Process]:
+        skews = list(skews) or [0.0] * count
+        return [
+            self.fleet.start(
+                f"worker-{i}",
+                ["worker", "--no-scheduler"],
+                env={**clock.environment(skew=skews[i]), "Q_WORKERS": str(q_workers)},
+            )
+            for i in range(count)
+        ]
 
     def stop(self, prefix: str) -> None:
         self.fleet.stop(self.fleet.named(prefix))

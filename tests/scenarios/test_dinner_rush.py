@@ -4,7 +4,9 @@ that was accepted.
 
 ``manage.py simulate_orders`` places the orders through ``orders.services.order_place``
 (each order and its delayed cancellation commit together) and answers them as drawn;
-two schedulers and two workers cancel what is left, in batches.
+two schedulers and two workers cancel what is left, in batches. Run twice: with every
+clock right, and with schedulers and workers 90 seconds fast and slow, where the
+database's clock still decides every deadline.
 """
 
 from __future__ import annotations
@@ -27,11 +29,30 @@ TIMEOUT = timedelta(seconds=600)  # ORDER_ACCEPT_TIMEOUT_SECONDS
 RUSH = "customer_ref LIKE 'rush-%%'"
 
 
+SKEW = 90.0
+# The safety net's period, plus how early a fast scheduler may have claimed its tick.
+SAFETY_NET_LATENESS = timedelta(minutes=5, seconds=SKEW)
+
+
 def test_every_order_unanswered_in_time_is_cancelled_once_and_no_accepted_one_is(scenario: Scenario) -> None:
+    _rush(scenario, scheduler_skews=(0.0, 0.0), worker_skews=(0.0, 0.0))
+
+
+def test_with_clocks_90_seconds_apart_no_order_is_cancelled_early_or_left_past_the_safety_net(
+    scenario: Scenario,
+) -> None:
+    _rush(scenario, scheduler_skews=(-SKEW, SKEW), worker_skews=(SKEW, -SKEW))
+    # Not late either: a run a fast scheduler handed out early leaves its order to the
+    # safety net, whose next tick cancels it.
+    late = f"SELECT count(*) FROM orders_order WHERE {RUSH} AND cancelled_at > placed_at + %s"
+    assert scenario.db.scalar(late, [TIMEOUT + SAFETY_NET_LATENESS + timedelta(seconds=30)]) == 0
+
+
+def _rush(scenario: Scenario, *, scheduler_skews: tuple[float, float], worker_skews: tuple[float, float]) -> None:
     clock = SimulatedTime.starting(START, speed=SPEED, lead=4.0)
     scenario.seed(restaurants=12, weeks=1, now=START)
-    scenario.start_workers(clock, 2, q_workers=2)
-    scenario.start_schedulers(clock, 2)
+    scenario.start_workers(clock, 2, q_workers=2, skews=worker_skews)
+    scenario.start_schedulers(clock, 2, skews=scheduler_skews)
     clock.sleep_until(START)
     driver = scenario.fleet.start(
         "orders",
@@ -62,7 +83,8 @@ def test_every_order_unanswered_in_time_is_cancelled_once_and_no_accepted_one_is
         )
         == 0
     )
-    # Never early: each cancellation came at or after the order's deadline.
+    # Never early: each cancellation came at or after the order's deadline, whatever the
+    # clocks of the scheduler that handed it out and of the worker that ran it said.
     early = f"SELECT count(*) FROM orders_order WHERE {RUSH} AND cancelled_at < placed_at + %s"
     assert db.scalar(early, [TIMEOUT]) == 0
     _assert_one_cancellation_run_per_order(scenario)

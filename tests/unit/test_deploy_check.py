@@ -18,7 +18,8 @@ PRODUCTION = {
 
 
 def _manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in PRODUCTION}
+    # Not the suite's settings module (tests.settings, which supplies a key): the project's.
+    clean = {k: v for k, v in os.environ.items() if k not in PRODUCTION and k != "DJANGO_SETTINGS_MODULE"}
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=60
     )
@@ -30,11 +31,25 @@ def test_check_deploy_reports_no_problems_with_production_settings():
     assert "no issues" in result.stdout
 
 
-def test_check_deploy_flags_the_development_secret_key():
-    without_key = {k: v for k, v in PRODUCTION.items() if k != "SECRET_KEY"}
-    result = _manage("check", "--deploy", "--fail-level", "WARNING", **without_key)
+WITHOUT_KEY = {k: v for k, v in PRODUCTION.items() if k != "SECRET_KEY"}
+
+
+def test_without_a_secret_key_the_process_refuses_to_start_unless_debug_is_on():
+    unset = {k: v for k, v in WITHOUT_KEY.items() if k != "DEBUG"}  # DEBUG is off by default
+    for env in (WITHOUT_KEY, unset):
+        result = _manage("check", **env)
+        assert result.returncode != 0
+        assert result.stderr.startswith("configuration error: SECRET_KEY is not set and DEBUG is off")
+        assert "Traceback" not in result.stderr
+    # Local development: DEBUG=1 runs on the development key.
+    assert _manage("check", **{**WITHOUT_KEY, "DEBUG": "1"}).returncode == 0
+
+
+def test_the_development_key_given_explicitly_is_refused_with_debug_off():
+    development_key = "django-insecure-tiffin-development-only-key-do-not-use-in-production"
+    result = _manage("check", **{**PRODUCTION, "SECRET_KEY": development_key})
     assert result.returncode != 0
-    assert "security.W009" in result.stderr + result.stdout
+    assert "SECRET_KEY is the development key and DEBUG is off" in result.stderr
 
 
 def test_a_malformed_boolean_stops_the_process_with_its_name():

@@ -67,6 +67,13 @@ def test_it_refuses_a_float_it_cannot_read_or_below_its_minimum(monkeypatch):
         env_float(VAR, 1.0, minimum=0.01)
 
 
+@pytest.mark.parametrize("raw", ["nan", "inf", "-Infinity"])
+def test_it_refuses_a_float_that_is_not_finite(monkeypatch, raw):
+    monkeypatch.setenv(VAR, raw)  # float() reads them, and nan passes any minimum
+    with pytest.raises(ImproperlyConfigured, match="is not a finite number"):
+        env_float(VAR, 1.0, minimum=0.01)
+
+
 def test_it_splits_a_list_on_commas_and_drops_empty_items(monkeypatch):
     monkeypatch.setenv(VAR, " a.example , ,b.example,")
     assert env_list(VAR, []) == ["a.example", "b.example"]

@@ -5,6 +5,15 @@ scheduler and executes it here, so the run, its fence and its payouts are record
 exactly as a worker's would be. The claim key is (job, subject, as-of): the same
 catch-up twice finds its claim taken and runs nothing; any later catch-up pays only
 what is still unpaid.
+
+Payout runs queue behind each other. A catch-up that would have to wait (another payout
+run is running, or an older one is enqueued and no worker has taken it) is refused
+before anything is claimed, naming the run it waits behind and how long that run has
+been waiting or silent: a claim left waiting here would be paid by nobody if no worker
+runs, and would make the same catch-up "already claimed" afterwards.
+
+Exit status: 0 when the catch-up ran, or that exact catch-up had already succeeded; 1
+when it was refused, failed, or its earlier claim has not succeeded.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
@@ -23,12 +33,14 @@ from payouts.services import (
     BatchProgress,
     PayoutError,
     payout_catch_up_check,
-    payout_run_claim,
+    payout_catch_up_execute,
     payout_subject,
 )
-from scheduling.execution import runs_execute, worker_name
+from scheduling.execution import worker_name
 from scheduling.management.commands._base import JsonCommand, parse_instant
 from scheduling.models import JobRun, RunStatus
+from scheduling.selectors import RunState
+from scheduling.services import RunCannotStartError
 from tiffin import clock
 
 # The progress display appears only once a catch-up has taken this long.
@@ -58,16 +70,28 @@ class Command(JsonCommand):
             self._dry_run(options, as_of=as_of, restaurants=restaurants, now=now)
             return
         try:
-            run = payout_run_claim(as_of=as_of, restaurant_ids=restaurants, now=now)
+            with _progress_display(self.stderr):
+                run = payout_catch_up_execute(as_of=as_of, restaurant_ids=restaurants, now=now, worker=worker_name())
+        except RunCannotStartError as exc:
+            self._cannot_start(options, exc, as_of=as_of)
         except PayoutError as exc:
             raise CommandError(str(exc)) from None
         if run is None:
-            self._already_claimed(options, as_of=as_of, subject=payout_subject(restaurant_ids=restaurants))
+            self._already_claimed(options, as_of=as_of, subject=payout_subject(restaurant_ids=restaurants), now=now)
             return
-        with _progress_display(self.stderr):
-            runs_execute(run_ids=[run.id], worker=worker_name())
-        run.refresh_from_db()
         self._report(options, run)
+
+    def _cannot_start(self, options: dict[str, Any], exc: RunCannotStartError, *, as_of: datetime) -> None:
+        if options["json"]:
+            data = {
+                "as_of": as_of.isoformat(),
+                "ran": False,
+                "claimed": False,
+                "paid": 0,
+                "waits_behind": [state.as_dict() for state in exc.waiting_on],
+            }
+            self.emit(options, data, "")
+        raise CommandError(f"paid nothing: {exc}") from None
 
     def _dry_run(self, options: dict[str, Any], *, as_of: Any, restaurants: list[int] | None, now: Any) -> None:
         try:
@@ -114,15 +138,20 @@ class Command(JsonCommand):
         ]
         self.emit(options, data, "\n".join(lines))
 
-    def _already_claimed(self, options: dict[str, Any], *, as_of: Any, subject: str) -> None:
+    def _already_claimed(self, options: dict[str, Any], *, as_of: datetime, subject: str, now: datetime) -> None:
+        """The same catch-up again: a no-op once it succeeded (exit 0); otherwise the
+        earlier claim has not paid yet, and the operator is told why (exit 1)."""
         existing = JobRun.objects.filter(job_name=PAYOUT_JOB, subject=subject, scheduled_for=as_of).first()
         status = existing.status if existing else "unknown"
         data = {"as_of": as_of.isoformat(), "subject": subject, "already_claimed": True, "status": status, "paid": 0}
-        text = (
-            f"this catch-up (as of {as_of.isoformat()}{', ' + subject if subject else ''}) was already claimed "
-            f"as run {existing.id if existing else '?'} (status: {status}); paid nothing"
-        )
-        self.emit(options, data, text)
+        what = f"this catch-up (as of {as_of.isoformat()}{', ' + subject if subject else ''}) was already claimed"
+        if existing is not None and existing.status == RunStatus.SUCCEEDED:
+            self.emit(options, data, f"{what} as run {existing.id} (status: {status}); paid nothing")
+            return
+        if options["json"]:
+            self.emit(options, data, "")
+        state = RunState(run=existing, now=now).explained() if existing else "gone"
+        raise CommandError(f"{what} as run {existing.id if existing else '?'}, which is {state}; paid nothing")
 
     def _report(self, options: dict[str, Any], run: JobRun) -> None:
         payouts = list(payouts_of_run(run_id=run.id))
@@ -138,7 +167,7 @@ class Command(JsonCommand):
             "payouts": [_payout_dict(p) for p in payouts],
         }
         self.emit(options, data, "\n".join(_report_lines(run, payouts, totals)))
-        if run.status != RunStatus.SUCCEEDED and run.status != RunStatus.ENQUEUED:
+        if run.status != RunStatus.SUCCEEDED:
             raise CommandError(f"run {run.id} ended {run.status}: {_last_line(run.error)}")
 
 
@@ -162,9 +191,6 @@ def _report_lines(run: JobRun, payouts: list[Any], totals: PayoutTotals) -> list
     if run.subject:
         head += f" ({run.subject})"
     lines = [f"{head}: run {run.id}, fence {run.fence}, {run.status}"]
-    if run.status == RunStatus.ENQUEUED:
-        lines.append("  another payout run is in progress; this one waits and a worker runs it when that one ends")
-        return lines
     week = None
     for payout in payouts:
         if payout.week_start_local != week:

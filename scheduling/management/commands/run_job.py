@@ -1,21 +1,43 @@
+"""``manage.py run_job``: one logical tick of a job by hand, through the normal claim.
+
+Without ``--sync`` the run is claimed and enqueued for a worker. With ``--sync`` it is
+claimed and executed here, or, when the job's overlap policy does not let it start now,
+refused before anything is claimed, naming the runs it waits behind (so the same
+command can be retried once they have finished; see
+``scheduling.services.run_execute_here``).
+
+Exit status: 0 when the run ran (``--sync``) or was enqueued, or when that tick had
+already run successfully; 1 when it failed, could not run, or is claimed and not done.
+"""
+
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from scheduling.execution import runs_execute, worker_name
+from scheduling.execution import worker_name
 from scheduling.management.commands._base import JsonCommand, parse_instant
 from scheduling.models import JobRun, RunStatus
 from scheduling.registry import UnknownJobError
-from scheduling.services import SchedulingError, job_latest_tick, job_tick_check, run_claim_manual
+from scheduling.selectors import RunState
+from scheduling.services import (
+    RunCannotStartError,
+    SchedulingError,
+    job_latest_tick,
+    job_tick_check,
+    run_claim_manual,
+    run_execute_here,
+)
 from tiffin import clock
 
 
 class Command(JsonCommand):
     help = (
         "Run one logical tick of a job by hand, through the normal claim (trigger 'manual'). "
-        "Default tick: the latest at or before now. A tick already claimed is reported and not run again."
+        "Default tick: the latest at or before now. A tick already claimed is reported and not run again "
+        "(exit 1 unless it succeeded)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -26,33 +48,58 @@ class Command(JsonCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         now = clock.now()
+        name, sync = options["name"], options["sync"]
         try:
             scheduled_for = (
                 parse_instant(options["scheduled_for"], option="--scheduled-for")
                 if options["scheduled_for"]
-                else job_latest_tick(job_name=options["name"], at=now)
+                else job_latest_tick(job_name=name, at=now)
             )
-            job_tick_check(job_name=options["name"], scheduled_for=scheduled_for)
-            run = run_claim_manual(
-                job_name=options["name"], scheduled_for=scheduled_for, now=now, enqueue=not options["sync"]
-            )
+            job_tick_check(job_name=name, scheduled_for=scheduled_for)
+            if sync:
+                run = run_execute_here(job_name=name, scheduled_for=scheduled_for, now=now, worker=worker_name())
+            else:
+                run = run_claim_manual(job_name=name, scheduled_for=scheduled_for, now=now)
+        except RunCannotStartError as exc:
+            self._cannot_start(options, exc, scheduled_for=scheduled_for)
         except (UnknownJobError, SchedulingError) as exc:
             raise CommandError(str(exc)) from None
         if run is None:
-            self._already_claimed(options, scheduled_for.isoformat())
+            self._already_claimed(options, scheduled_for, now=now)
             return
-        if options["sync"]:
-            runs_execute(run_ids=[run.id], worker=worker_name())
-            run.refresh_from_db()
-        self.emit(options, _as_dict(run), _text(run, synced=options["sync"]))
-        if options["sync"] and run.status != RunStatus.SUCCEEDED:
+        self.emit(options, _as_dict(run), _text(run, synced=sync))
+        if sync and run.status != RunStatus.SUCCEEDED:
             raise CommandError(f"run {run.id} did not succeed: {run.status}")
 
-    def _already_claimed(self, options: dict[str, Any], when: str) -> None:
+    def _cannot_start(self, options: dict[str, Any], exc: RunCannotStartError, *, scheduled_for: datetime) -> None:
+        if options["json"]:
+            data = {
+                "job": options["name"],
+                "scheduled_for": scheduled_for.isoformat(),
+                "ran": False,
+                "claimed": False,
+                "waits_behind": [state.as_dict() for state in exc.waiting_on],
+            }
+            self.emit(options, data, "")
+        raise CommandError(str(exc)) from None
+
+    def _already_claimed(self, options: dict[str, Any], when: datetime, *, now: datetime) -> None:
+        """Asking again for a tick that ran is a harmless no-op (exit 0); a claim that has
+        not succeeded did nothing for this caller, who is told why it has not (exit 1)."""
         existing = JobRun.objects.filter(job_name=options["name"], subject="", scheduled_for=when).first()
         status = existing.status if existing else "unknown"
-        data = {"job": options["name"], "scheduled_for": when, "already_claimed": True, "status": status}
-        self.emit(options, data, f"{options['name']} @ {when} is already claimed (status: {status}); nothing run")
+        data = {"job": options["name"], "scheduled_for": when.isoformat(), "already_claimed": True, "status": status}
+        if existing is not None and existing.status == RunStatus.SUCCEEDED:
+            text = f"{options['name']} @ {when.isoformat()} is already claimed (status: {status}); nothing run"
+            self.emit(options, data, text)
+            return
+        if options["json"]:
+            self.emit(options, data, "")
+        state = RunState(run=existing, now=now).explained() if existing else "gone"
+        raise CommandError(
+            f"{options['name']} @ {when.isoformat()} is already claimed as run {existing.id if existing else '?'}, "
+            f"which is {state}; nothing run"
+        )
 
 
 def _as_dict(run: JobRun) -> dict[str, Any]:

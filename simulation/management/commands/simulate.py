@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduling.management.commands._base import parse_instant
+from scheduling.management.commands._base import parse_finite, parse_instant
 from simulation.report import JobTicks, SimulationReport, run_story, simulation_report
 from simulation.runner import Fault, FaultKind, Simulation, SimulationOutcome, SimulationPlan, parse_duration
 from simulation.services import simulation_reset, simulation_state_counts
@@ -40,12 +40,14 @@ class Command(BaseCommand):
         parser.add_argument("--servers", type=int, default=3, help="servers (default 3)")
         parser.add_argument("--workers", type=int, default=2, help="django-q2 workers per server (default 2)")
         parser.add_argument("--duration", default="2h", help="simulated time to run, e.g. 90m, 2h, 1d (default 2h)")
-        parser.add_argument("--speed", type=float, default=120.0, help="simulated seconds per real second (120)")
+        parser.add_argument("--speed", type=parse_finite, default=120.0, help="simulated seconds per real second (120)")
         parser.add_argument(
             "--start", help="simulated start, ISO 8601 (default: the latest Sunday 20:00 UTC, before the payout tick)"
         )
-        parser.add_argument("--skew", type=float, default=0.0, help="spread scheduler clocks over +-SECONDS")
-        parser.add_argument("--orders-per-minute", type=float, default=6.0, help="order traffic (default 6; 0: none)")
+        parser.add_argument("--skew", type=parse_finite, default=0.0, help="spread scheduler clocks over +-SECONDS")
+        parser.add_argument(
+            "--orders-per-minute", type=parse_finite, default=6.0, help="order traffic (default 6; 0: none)"
+        )
         for kind, metavar, help_text in (
             (FaultKind.CRASH_WORKER, "AT[:FOR]", "SIGKILL the worker running a settlement at AT, restart it FOR later"),
             (FaultKind.PAUSE_WORKER, "AT[:FOR]", "SIGSTOP the worker running a settlement at AT, SIGCONT it FOR later"),

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from scheduling.management.commands._base import parse_finite
 from simulation.traffic import OrderTraffic, TrafficPlan
 from tiffin import clock
 
@@ -23,10 +24,12 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--per-minute", type=float, default=20.0, help="orders per clock minute (default 20)")
-        parser.add_argument("--minutes", type=float, default=30.0, help="how long to place orders (default 30)")
-        parser.add_argument("--accept", type=float, default=0.8, help="share of orders accepted (default 0.8)")
-        parser.add_argument("--reject", type=float, default=0.05, help="share of orders rejected (default 0.05)")
+        parser.add_argument(
+            "--per-minute", type=parse_finite, default=20.0, help="orders per clock minute (default 20)"
+        )
+        parser.add_argument("--minutes", type=parse_finite, default=30.0, help="how long to place orders (default 30)")
+        parser.add_argument("--accept", type=parse_finite, default=0.8, help="share of orders accepted (default 0.8)")
+        parser.add_argument("--reject", type=parse_finite, default=0.05, help="share of orders rejected (default 0.05)")
         parser.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -26,6 +26,7 @@ from django.db import connection, transaction
 from carts.models import Cart, CartItem
 from orders.models import Order, OrderStatus, Restaurant
 from payouts.services import ledger_wipe
+from scheduling.management.commands._base import parse_instant
 from tiffin import clock
 
 ZONES = ("Asia/Kolkata", "Europe/London", "America/New_York")
@@ -121,18 +122,12 @@ def parse_options(options: dict[str, Any]) -> SeedOptions:
         raise CommandError(f"--restaurants {restaurants}: give a number from 1 to 1000")
     if not 1 <= weeks <= 104:
         raise CommandError(f"--weeks {weeks}: give a number from 1 to 104")
-    now = parse_now(options["now"]) if options["now"] else clock.now().replace(minute=0, second=0, microsecond=0)
+    now = (
+        parse_instant(options["now"], option="--now", require_offset=True)
+        if options["now"]
+        else clock.now().replace(minute=0, second=0, microsecond=0)
+    )
     return SeedOptions(restaurants=restaurants, weeks=weeks, seed=options["seed"], now=now)
-
-
-def parse_now(raw: str) -> datetime:
-    try:
-        parsed = datetime.fromisoformat(raw)
-    except ValueError:
-        raise CommandError(f"--now {raw!r} is not an ISO 8601 instant such as 2026-03-02T12:00:00Z") from None
-    if parsed.tzinfo is None:
-        raise CommandError(f"--now {raw!r} has no UTC offset; add one, such as Z or +05:30")
-    return parsed.astimezone(UTC)
 
 
 def refuse_if_not_empty() -> None:

@@ -1,0 +1,50 @@
+"""``tiffin.clock.DatabaseNow``: the database's clock, plain in production and on the
+accelerated clock of ``simulate`` the same start, anchor and speed without the process's skew."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+
+from tiffin import clock
+
+START = datetime(2027, 3, 5, 18, 30, tzinfo=UTC)
+
+
+def database_now(*, minus_seconds: float = 0.0) -> datetime:
+    sql, params = clock.database_now_sql(connection.vendor, minus_seconds=minus_seconds)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {sql}", params)
+        value = cursor.fetchone()[0]
+    return value if isinstance(value, datetime) else datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
+@pytest.fixture
+def accelerated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """simulate's clock at 60x, started 10 real seconds ago, this process an hour fast."""
+    monkeypatch.setenv("TIFFIN_CLOCK_START", START.isoformat())
+    monkeypatch.setenv("TIFFIN_CLOCK_ANCHOR", repr(time.time() - 10))
+    monkeypatch.setenv("TIFFIN_CLOCK_SPEED", "60")
+    monkeypatch.setenv("TIFFIN_CLOCK_SKEW", "3600")
+    clock.reset()
+    yield
+    clock.reset()
+
+
+@pytest.mark.django_db
+def test_in_production_it_is_the_database_servers_clock():
+    assert abs(database_now() - datetime.now(UTC)) < timedelta(seconds=5)
+    assert abs(database_now(minus_seconds=600) - (datetime.now(UTC) - timedelta(seconds=600))) < timedelta(seconds=5)
+
+
+@pytest.mark.django_db
+def test_on_the_accelerated_clock_it_runs_at_its_speed_without_the_process_skew(accelerated):
+    expected = START + timedelta(seconds=600)  # 10 real seconds at 60x
+    db_now, process_now = database_now(), clock.now()
+    assert abs(db_now - expected) < timedelta(seconds=30)
+    assert abs((process_now - db_now) - timedelta(seconds=3600)) < timedelta(seconds=30)
+    assert abs((db_now - database_now(minus_seconds=90)) - timedelta(seconds=90)) < timedelta(seconds=30)
