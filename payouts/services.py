@@ -26,17 +26,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Min, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
 
 from orders.models import CommissionRateChange, Restaurant
 from payouts import sql
 from payouts.models import Payout
-from payouts.weeks import BusinessWeek, weeks_finished
+from payouts.selectors import RESTAURANTS_PER_BATCH, payout_batches, payout_restaurant_ids, payout_weeks_due
 from scheduling.fencing import fence_check
 from scheduling.models import JobRun
 from scheduling.services import run_execute_here
@@ -45,14 +42,9 @@ PAYOUT_JOB = "weekly-payouts"
 # One fencing resource for the whole ledger: any run that wrote payouts makes every run
 # with an older token stale, whichever restaurants each covered.
 PAYOUT_FENCE_RESOURCE = "payouts:ledger"
-# Restaurants per transaction: large enough that the per-statement overhead vanishes,
-# small enough that one batch holds its locks for well under a second.
-RESTAURANTS_PER_BATCH = 2500
 # A manual run restricted to some restaurants names them in its subject, which is part
 # of the claim key: "restaurants:1-3,7".
 _SUBJECT_PREFIX = "restaurants:"
-# See payout_weeks_due: a history this short is checked week by week without narrowing.
-SHORT_HISTORY = timedelta(weeks=8)
 _SUBJECT_MAX = JobRun._meta.get_field("subject").max_length or 200
 
 
@@ -110,64 +102,6 @@ def _pay_batch(
         fence_check(PAYOUT_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
         weeks = payout_weeks_due(batch=batch, as_of=as_of)
         return sql.payouts_insert_due(batch=batch, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
-
-
-def payout_restaurant_ids(*, restaurant_ids: Sequence[int] | None) -> list[int]:
-    """The restaurants with an open ledger a pass covers, in id order."""
-    restaurants = payout_open_ledgers()
-    if restaurant_ids is not None:
-        restaurants = restaurants.filter(id__in=restaurant_ids)
-    return list(restaurants.order_by("id").values_list("id", flat=True))
-
-
-def payout_open_ledgers() -> QuerySet[Restaurant]:
-    """Restaurants that may still be owed a payout: the active ones, and the deactivated
-    ones whose last payout ends before their deactivation (a superset of what the SQL
-    pays, which also requires a due period to start before ``deactivated_at``)."""
-    paid_through = Payout.objects.filter(restaurant=OuterRef("pk")).order_by("-period_start").values("period_end")[:1]
-    return Restaurant.objects.annotate(paid_through=Subquery(paid_through)).filter(
-        Q(deactivated_at__isnull=True) | Q(paid_through__isnull=True) | Q(paid_through__lt=F("deactivated_at"))
-    )
-
-
-def payout_batches(*, ids: list[int], restricted: bool, size: int | None = None) -> list[sql.RestaurantBatch]:
-    """Cut the ids of a pass (ascending) into batches of ``size``: id ranges, which the
-    primary key serves, naming the ids only when the pass is restricted to some."""
-    size = size or RESTAURANTS_PER_BATCH
-    chunks = [ids[start : start + size] for start in range(0, len(ids), size)]
-    return [sql.RestaurantBatch(chunk[0], chunk[-1], tuple(chunk) if restricted else None) for chunk in chunks]
-
-
-def payout_weeks_due(*, batch: sql.RestaurantBatch, as_of: datetime) -> list[BusinessWeek]:
-    """The finished weeks, per zone, that may still be unpaid for these restaurants.
-
-    Each zone's list starts at the earliest week any of its restaurants may owe, and the
-    SQL checks every (restaurant, week) pair for an existing row, so the list only has to
-    start early enough; the shorter it is, the fewer pairs the SQL checks.
-
-    1. Start at the zone's earliest onboarding week (one cheap aggregate). If that is at
-       most SHORT_HISTORY ago everywhere (a young ledger, a catch-up of new restaurants),
-       that is the list.
-    2. Otherwise start after each restaurant's latest payout (its onboarding week when it
-       has none): one probe of the unique index (restaurant_id, period_start) per
-       restaurant, so a weekly run checks a week or two per restaurant, not its history.
-       Payouts are contiguous from the onboarding week, so nothing earlier is unpaid.
-    """
-    in_batch = payout_open_ledgers().filter(id__gte=batch.first_id, id__lte=batch.last_id)
-    if batch.only is not None:
-        in_batch = in_batch.filter(id__in=batch.only)
-    by_zone = in_batch.order_by().values("timezone")
-    starts = {row["timezone"]: row["since"] for row in by_zone.annotate(since=Min("onboarded_at"))}
-    if any(as_of - since > SHORT_HISTORY for since in starts.values()):
-        latest_end = Payout.objects.filter(restaurant=OuterRef("pk")).order_by("-period_start").values("period_end")[:1]
-        since = Min(Coalesce(Subquery(latest_end), F("onboarded_at")))
-        starts = {row["timezone"]: row["since"] for row in by_zone.annotate(since=since)}
-    delay = timedelta(seconds=settings.PAYOUT_SETTLEMENT_DELAY_SECONDS)
-    return [
-        week
-        for zone, since in starts.items()
-        for week in weeks_finished(timezone=zone, since=since, as_of=as_of, settlement_delay=delay)
-    ]
 
 
 def ledger_wipe() -> None:

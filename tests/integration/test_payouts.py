@@ -25,11 +25,10 @@ from orders.models import Order, OrderStatus, Restaurant
 from orders.services import restaurant_deactivate
 from payouts.jobs import weekly_payouts
 from payouts.models import Payout
+from payouts.selectors import payout_batches, payout_weeks_due
 from payouts.services import (
     PAYOUT_FENCE_RESOURCE,
     BatchProgress,
-    payout_batches,
-    payout_weeks_due,
     payouts_pay_due,
 )
 from scheduling.context import RunContext
