@@ -41,8 +41,10 @@ import sys
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from typing import Any
+
+from bench.common import django_setup
 
 RETENTION = {
     "SCHEDULER_RUN_RETENTION_DAYS": "3",
@@ -67,8 +69,9 @@ def main() -> int:
     args = parser.parse_args()
     if not 8 <= args.days <= 120:
         parser.error("--days: give 8 to 120 (the plateau is judged over the last 7)")
-    os.environ.update(RETENTION)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tiffin.settings")
+    if "DATABASE_URL" not in os.environ:
+        parser.error("set DATABASE_URL to a PostgreSQL database of its own (make soak does)")
+    django_setup(os.environ["DATABASE_URL"], **RETENTION)  # the benchmarks' key and settings
     import django
 
     django.setup()
@@ -287,25 +290,14 @@ class Soak:
         )
 
     def _check_payouts(self) -> list[str]:
-        from django.db.models import Count, Sum
-
-        from orders.models import Order, OrderStatus
         from payouts.models import Payout
+        from payouts.selectors import ledger_problems
         from scheduling.models import JobRun
+        from simulation.report import payout_mismatch
 
-        problems = []
         payouts = list(Payout.objects.select_related("restaurant"))
-        for payout in payouts:
-            orders = Order.objects.filter(
-                restaurant_id=payout.restaurant_id,
-                status=OrderStatus.DELIVERED,
-                delivered_at__gte=payout.period_start,
-                delivered_at__lt=payout.period_end,
-            ).aggregate(gross=Sum("total"), n=Count("id"))
-            gross = Decimal(orders["gross"] or 0).quantize(Decimal("0.01"))
-            commission = (gross * payout.restaurant.commission_rate).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
-            if (payout.gross, payout.commission, payout.order_count) != (gross, commission, orders["n"]):
-                problems.append(f"payout {payout.pk} does not match its orders")
+        problems = [line for payout in payouts if (line := payout_mismatch(payout))]
+        problems += [f"ledger: restaurant {p.restaurant_id}: {p.detail}" for p in ledger_problems(paid_as_of=None)]
         runs = JobRun.objects.filter(job_name="weekly-payouts").count()
         referenced = Payout.objects.filter(job_run__isnull=False).values("job_run").distinct().count()
         print(f"payouts: {len(payouts)}, written by {referenced} runs; weekly-payouts runs kept: {runs}")

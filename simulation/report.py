@@ -180,7 +180,7 @@ def _payouts_check() -> PayoutCheck:
     check = PayoutCheck()
     payouts = list(Payout.objects.select_related("restaurant").order_by("id"))
     check.checked = len(payouts)
-    check.wrong_amounts = [line for payout in payouts if (line := _payout_mismatch(payout))]
+    check.wrong_amounts = [line for payout in payouts if (line := payout_mismatch(payout))]
     weeks = Counter((payout.restaurant_id, payout.period_start) for payout in payouts)
     check.duplicates = sum(n - 1 for n in weeks.values())
     latest = (
@@ -197,7 +197,7 @@ def _payouts_check() -> PayoutCheck:
     return check
 
 
-def _payout_mismatch(payout: Payout) -> str:
+def payout_mismatch(payout: Payout) -> str:
     """Empty when the payout's amounts are those of its orders (commission rounded half-up)."""
     orders = Order.objects.filter(
         restaurant_id=payout.restaurant_id,

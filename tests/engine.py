@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import time_machine
 from django.utils.module_loading import import_string
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
-from scheduling.models import JobKind, Misfire, Overlap
+from scheduling.models import JobKind, JobRun, Misfire, Overlap, RunStatus
 from scheduling.registry import Job
 
 T0 = datetime(2027, 3, 1, 12, 0, tzinfo=UTC)
@@ -52,3 +53,18 @@ def drain_queue(limit: int = 1000) -> int:
         import_string(task["func"])(*task["args"], **task["kwargs"])
         ran += 1
     return ran
+
+
+def pay(as_of: datetime, *, clock_at: datetime | None = None) -> JobRun:
+    """Run weekly-payouts as of ``as_of`` the way run_job --sync does: claim, then execute
+    (on a clock frozen at ``clock_at``, five minutes after ``as_of`` unless given)."""
+    from scheduling.execution import runs_execute
+    from scheduling.services import run_claim_manual
+
+    with time_machine.travel(clock_at or as_of + timedelta(minutes=5), tick=False):
+        run = run_claim_manual(job_name="weekly-payouts", scheduled_for=as_of, now=as_of, enqueue=False)
+        assert run is not None
+        runs_execute(run_ids=[run.id], worker="test")
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    return run

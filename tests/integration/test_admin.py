@@ -21,13 +21,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:No directory at:UserWarning")
 
 
 @pytest.fixture(autouse=True)
-def _plain_http_and_static(settings):
-    # Production settings redirect to HTTPS and need collectstatic's manifest.
-    settings.SECURE_SSL_REDIRECT = False
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
+def _plain_http_and_static(admin_pages):
+    """Every test here reads admin pages (see tests/conftest.py)."""
 
 
 @pytest.fixture

@@ -35,12 +35,8 @@ PER_PAGE = 2
 
 
 @pytest.fixture(autouse=True)
-def _plain_http_and_static(settings):
-    settings.SECURE_SSL_REDIRECT = False
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
+def _plain_http_and_static(admin_pages):
+    """Every test here reads admin pages (see tests/conftest.py)."""
 
 
 @pytest.fixture(autouse=True)

@@ -41,26 +41,13 @@ from payouts.models import Payout
 from payouts.selectors import ledger_problems, payout_orders_waiting
 from payouts.services import payouts_pay_due
 from payouts.weeks import local_midnight
-from scheduling.execution import runs_execute
-from scheduling.models import JobRun, RunStatus
-from scheduling.services import run_claim_manual
+from tests.engine import pay
 from tests.locks import wait_until_blocked
 from tiffin.tz import TZDATA_VERSION
 
 # Sunday ticks of weekly-payouts (30 20 * * 0 UTC) in November 2026.
 TICK = {day: datetime(2026, 11, day, 20, 30, tzinfo=UTC) for day in (8, 15, 22, 29)}
 TICK_DEC_6 = datetime(2026, 12, 6, 20, 30, tzinfo=UTC)
-
-
-def pay(as_of: datetime) -> JobRun:
-    """Run weekly-payouts as of ``as_of`` the way run_job --sync does: claim, then execute."""
-    with time_machine.travel(as_of + timedelta(minutes=5), tick=False):
-        run = run_claim_manual(job_name="weekly-payouts", scheduled_for=as_of, now=as_of, enqueue=False)
-        assert run is not None
-        runs_execute(run_ids=[run.id], worker="test")
-    run.refresh_from_db()
-    assert run.status == RunStatus.SUCCEEDED, run.error
-    return run
 
 
 def deliver(restaurant: Restaurant, at: datetime, total: str = "10.00") -> Order:

@@ -32,12 +32,8 @@ CHANGELIST = "admin:payouts_payout_changelist"
 
 
 @pytest.fixture(autouse=True)
-def _plain_http_and_static(settings: Any) -> None:
-    settings.SECURE_SSL_REDIRECT = False
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
+def _plain_http_and_static(admin_pages: None) -> None:
+    """Every test here reads admin pages (see tests/conftest.py)."""
 
 
 @pytest.fixture

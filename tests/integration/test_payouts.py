@@ -33,13 +33,13 @@ from payouts.services import (
 )
 from scheduling.context import RunContext
 from scheduling.dispatch import runs_abandon_silent, tick_pass
-from scheduling.execution import runs_execute, runs_start
+from scheduling.execution import runs_start
 from scheduling.fencing import StaleFenceError, fence_check
 from scheduling.models import JobRun, RunStatus, Trigger
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
 from scheduling.services import run_claim_manual
-from tests.engine import drain_queue
+from tests.engine import drain_queue, pay
 
 CENT = Decimal("0.01")
 
@@ -54,17 +54,6 @@ def deliver(order_factory: Any) -> Any:
         )
 
     return make
-
-
-def pay(as_of: datetime, *, clock_at: datetime | None = None) -> JobRun:
-    """Run weekly-payouts as of ``as_of`` the way run_job --sync does: claim, then execute."""
-    with time_machine.travel(clock_at or as_of + timedelta(minutes=5), tick=False):
-        run = run_claim_manual(job_name="weekly-payouts", scheduled_for=as_of, now=as_of, enqueue=False)
-        assert run is not None
-        runs_execute(run_ids=[run.id], worker="test")
-    run.refresh_from_db()
-    assert run.status == RunStatus.SUCCEEDED, run.error
-    return run
 
 
 def result(run: JobRun) -> dict[str, Any]:
