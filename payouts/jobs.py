@@ -79,7 +79,8 @@ def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
 def payout_ledger(window: CheckWindow) -> list[Problem]:
     """The ledger invariant (``payouts.selectors.ledger_problems``) as problems of the
     missed-run check, one per restaurant and instant. Completeness is judged as of the
-    latest successful scheduled run: weeks finished after it are not due yet."""
+    latest successful scheduled run (weeks finished after it are not due yet); amounts are
+    summed for the payouts written in the check's window (the full sum reads every order)."""
     latest = (
         JobRun.objects.filter(job_name=PAYOUT_JOB, subject="", status=RunStatus.SUCCEEDED)
         .order_by("-scheduled_for")
@@ -95,5 +96,5 @@ def payout_ledger(window: CheckWindow) -> list[Problem]:
             None,
             f"payout ledger: {problem.detail}",
         )
-        for problem in ledger_problems(paid_as_of=latest)
+        for problem in ledger_problems(paid_as_of=latest, written_since=window.start)
     ]

@@ -269,19 +269,23 @@ class LedgerProblem:
     detail: str
 
 
-def ledger_problems(*, paid_as_of: datetime | None) -> list[LedgerProblem]:
+def ledger_problems(*, paid_as_of: datetime | None, written_since: datetime | None = None) -> list[LedgerProblem]:
     """Everything wrong with the payout ledger, over every restaurant and its whole history.
 
     1. Contiguity: each restaurant's first payout covers its onboarding instant, and each
        later one starts exactly where the previous one ended (no gap, no overlap).
     2. Money: the gross of its payouts equals the totals of its orders delivered before its
        last payout's end (none is unpaid, none paid twice; an order delivered before the
-       ledger's start counts as unpaid).
+       ledger's start counts as unpaid). That reads every delivered order; with
+       ``written_since`` (the hourly check) only the payouts written since are summed,
+       plus the orders before each ledger's start: on PostgreSQL a covered order cannot
+       change afterwards (``payouts/0004_ledger_guards``), so with (1) that is the same.
     3. Completeness, when ``paid_as_of`` (the logical time of the latest successful
        weekly run) is given: no open ledger has a period finished by then still unpaid.
     """
+    money = _ledger_money() if written_since is None else _ledger_money_since(since=written_since)
     return sorted(
-        [*_ledger_seams(), *_ledger_money(), *(_ledger_behind(as_of=paid_as_of) if paid_as_of else [])],
+        [*_ledger_seams(), *money, *(_ledger_behind(as_of=paid_as_of) if paid_as_of else [])],
         key=lambda problem: (problem.at, problem.restaurant_id),
     )
 
@@ -328,6 +332,41 @@ def _ledger_money() -> list[LedgerProblem]:
         for rid, end, paid, earned in rows
         if _cents(paid) != _cents(earned)
     ]
+
+
+def _ledger_money_since(*, since: datetime) -> list[LedgerProblem]:
+    in_bounds = Order.objects.filter(
+        restaurant=OuterRef("restaurant_id"),
+        status=OrderStatus.DELIVERED,
+        delivered_at__gte=OuterRef("period_start"),
+        delivered_at__lt=OuterRef("period_end"),
+    ).order_by()
+    recent = Payout.objects.filter(created_at__gte=since).annotate(
+        earned=Subquery(in_bounds.values("restaurant_id").annotate(s=Sum("total")).values("s"))
+    )
+    problems = [
+        LedgerProblem(rid, start, f"payout {pid} has gross {_cents(gross)}, its orders total {_cents(earned)}")
+        for pid, rid, start, gross, earned in recent.values_list(
+            "id", "restaurant_id", "period_start", "gross", "earned"
+        )
+        if _cents(gross) != _cents(earned)
+    ]
+    first_start = Payout.objects.filter(restaurant=OuterRef("pk")).order_by("period_start").values("period_start")[:1]
+    before = Order.objects.filter(
+        restaurant=OuterRef("pk"), status=OrderStatus.DELIVERED, delivered_at__lt=OuterRef("first_start")
+    ).order_by()
+    early = (
+        Restaurant.objects.annotate(first_start=Subquery(first_start))
+        .filter(first_start__isnull=False)
+        .annotate(n=Subquery(before.values("restaurant_id").annotate(n=Count("id")).values("n")))
+        .filter(n__gt=0)
+        .values_list("id", "first_start", "n")
+    )
+    problems += [
+        LedgerProblem(rid, start, f"{n} delivered orders before the ledger's start at {_utc(start)} are unpaid")
+        for rid, start, n in early
+    ]
+    return problems
 
 
 def _ledger_behind(*, as_of: datetime) -> list[LedgerProblem]:

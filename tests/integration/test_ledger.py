@@ -409,7 +409,10 @@ def test_check_runs_reports_a_gap_and_a_payout_that_disagrees_with_its_orders_as
     details = sorted(p["detail"] for p in problems)
     assert [p["subject"] for p in problems] == [f"restaurant:{london.pk}"] * 2
     assert "2026-11-09 00:00 UTC to 2026-11-16 00:00 UTC is unpaid" in details[0]
-    assert "have gross 30.00, its orders delivered before then total 25.00" in details[1]
+    assert "has gross 5.00, its orders total 0.00" in details[1]  # the payout written in the window
+    # The full check (simulate's report, the soak, the scenarios) sums the whole ledger.
+    full = sorted(p.detail for p in ledger_problems(paid_as_of=None))
+    assert "have gross 30.00, its orders delivered before then total 25.00" in full[1]
 
 
 @pytest.mark.django_db
@@ -551,3 +554,14 @@ def test_a_payout_waiting_behind_a_delivery_into_its_week_pays_it_once_the_deliv
     [payout] = ledger(london)
     assert (payout.order_count, payout.gross) == (1, Decimal("9.00"))
     assert ledger_problems(paid_as_of=TICK[15]) == []
+
+
+@pytest.mark.django_db
+def test_an_order_delivered_before_the_ledger_starts_is_reported_by_both_checks():
+    london = restaurant_at("Europe/London", datetime(2026, 11, 2, 12, tzinfo=UTC))
+    deliver(london, datetime(2026, 10, 30, 12, tzinfo=UTC), "4.00")  # before its onboarding week
+    pay(TICK[15])
+    [hourly_check] = ledger_problems(paid_as_of=TICK[15], written_since=TICK[15])
+    assert "1 delivered orders before the ledger's start at 2026-11-02 00:00 UTC are unpaid" in hourly_check.detail
+    [full_check] = ledger_problems(paid_as_of=TICK[15])
+    assert "have gross 0.00, its orders delivered before then total 4.00" in full_check.detail
