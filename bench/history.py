@@ -96,10 +96,13 @@ FROM (
            'cron', n, interval '0.1 s'
     FROM (
         SELECT job_name, t, row_number() OVER () AS n
-        FROM (VALUES ('cancel-stale-orders', interval '5 minutes'), ('check-missed-runs', interval '1 hour'),
-                     ('clean-carts', interval '1 hour'), ('weekly-payouts', interval '1 hour')) AS j(job_name, step),
-             generate_series(date_trunc('hour', %(lo)s::timestamptz), %(hi)s, j.step) AS t
-        WHERE t > %(lo)s AND (j.job_name IN ('cancel-stale-orders', 'check-missed-runs')
+        FROM (VALUES ('cancel-stale-orders', interval '5 minutes', interval '0'),
+                     ('check-missed-runs', interval '1 hour', interval '0'),
+                     ('prune-history', interval '1 hour', interval '15 minutes'),
+                     ('clean-carts', interval '1 hour', interval '0'),
+                     ('weekly-payouts', interval '1 hour', interval '0')) AS j(job_name, step, past),
+             generate_series(date_trunc('hour', %(lo)s::timestamptz) + j.past, %(hi)s, j.step) AS t
+        WHERE t > %(lo)s AND (j.job_name IN ('cancel-stale-orders', 'check-missed-runs', 'prune-history')
               OR (j.job_name = 'clean-carts' AND extract(hour FROM t AT TIME ZONE 'UTC') = 2)
               OR (j.job_name = 'weekly-payouts' AND extract(dow FROM t AT TIME ZONE 'UTC') = 0
                   AND extract(hour FROM t AT TIME ZONE 'UTC') = 20))
