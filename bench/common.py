@@ -109,7 +109,7 @@ def sql_run(url: str, statement: str, params: Sequence[Any] | Mapping[str, Any] 
         return time.perf_counter() - started
 
 
-def sql_value(url: str, query: str, params: Sequence[Any] = ()) -> Any:
+def sql_value(url: str, query: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(query, params).fetchone()
         return None if row is None else row[0]

@@ -23,17 +23,20 @@ median is reported.
 The data is generated with set-based SQL (``generate_series``, ``INSERT ... SELECT``),
 indexes rebuilt and the tables analysed (``bench.common.bulk_load``).
 
-The prune of that history (rows per second, batch p99, claims and ``order_place`` p99
-while it runs) is measured by ``prune_measure`` once the retention service exists; until
-then the hook says so and reports nothing.
+Then the prune of that history (``prune_measure``): ``history_prune`` with retention
+shortened so most of the 60 days is prunable, for at most ``--prune-seconds`` (the whole
+backlog takes far longer; the rate is steady), while another process claims and places
+orders: rows per second beside benchmark 3's insert rate, each batch's transaction, and
+the claims' and ``order_place``'s p99 beside the same load without the prune.
 
-    python -m bench.history [--runs 10000000] [--days 60] [--repeat 5] [--keep]
+    python -m bench.history [--runs 10000000] [--days 60] [--repeat 5] [--prune-seconds 120] [--keep]
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import itertools
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -49,6 +52,7 @@ from bench.common import (
     database_create,
     database_drop,
     django_setup,
+    percentile,
     sql_value,
 )
 
@@ -92,10 +96,13 @@ FROM (
            'cron', n, interval '0.1 s'
     FROM (
         SELECT job_name, t, row_number() OVER () AS n
-        FROM (VALUES ('cancel-stale-orders', interval '5 minutes'), ('check-missed-runs', interval '1 hour'),
-                     ('clean-carts', interval '1 hour'), ('weekly-payouts', interval '1 hour')) AS j(job_name, step),
-             generate_series(date_trunc('hour', %(lo)s::timestamptz), %(hi)s, j.step) AS t
-        WHERE t > %(lo)s AND (j.job_name IN ('cancel-stale-orders', 'check-missed-runs')
+        FROM (VALUES ('cancel-stale-orders', interval '5 minutes', interval '0'),
+                     ('check-missed-runs', interval '1 hour', interval '0'),
+                     ('prune-history', interval '1 hour', interval '15 minutes'),
+                     ('clean-carts', interval '1 hour', interval '0'),
+                     ('weekly-payouts', interval '1 hour', interval '0')) AS j(job_name, step, past),
+             generate_series(date_trunc('hour', %(lo)s::timestamptz) + j.past, %(hi)s, j.step) AS t
+        WHERE t > %(lo)s AND (j.job_name IN ('cancel-stale-orders', 'check-missed-runs', 'prune-history')
               OR (j.job_name = 'clean-carts' AND extract(hour FROM t AT TIME ZONE 'UTC') = 2)
               OR (j.job_name = 'weekly-payouts' AND extract(dow FROM t AT TIME ZONE 'UTC') = 0
                   AND extract(hour FROM t AT TIME ZONE 'UTC') = 20))
@@ -146,9 +153,9 @@ FROM generate_series(1, {RESTAURANTS}) AS i
 # that ended (plus the 30-minute settlement delay) after the previous tick and by this one.
 PAYOUTS_INSERT = """
 INSERT INTO payouts_payout (restaurant_id, period_start, period_end, week_start_local, gross, commission,
-                            net, order_count, job_run_id, fence, created_at)
-SELECT r.id, w.period_start, w.period_end, w.monday, 1000.00, 150.00, 850.00, 100, run.id, run.fence,
-       run.finished_at
+                            net, order_count, commission_rate, tzdata_version, job_run_id, fence, created_at)
+SELECT r.id, w.period_start, w.period_end, w.monday, 1000.00, 150.00, 850.00, 100, r.commission_rate, 'bench',
+       run.id, run.fence, run.finished_at
 FROM job_runs run, orders_restaurant r,
      LATERAL (SELECT m::date AS monday, (m::date::timestamp AT TIME ZONE r.timezone) AS period_start,
                      ((m::date + 7)::timestamp AT TIME ZONE r.timezone) AS period_end
@@ -319,17 +326,223 @@ def paths_time(repeat: int) -> dict[str, float]:
     return timed
 
 
-# --- The prune (another part of issue 11) -----------------------------------------------------
+# --- The prune of that history ------------------------------------------------------------
+
+# What the prune is compared with: benchmark 3 (bench.cancellations, BENCHMARKS.md) places
+# 200 orders a second, and each order leaves one job_runs row (its cancel-stale-order run)
+# and four job_run_events rows (claimed, enqueued, started, then succeeded), so the
+# history grows by 200 runs and 1,000 rows a second. The prune must outpace it tenfold.
+INSERT_ORDERS_PER_SECOND = 200
+EVENTS_PER_ORDER = 4
+PRUNE_GOAL_TIMES = 10
+PRUNE_BATCH_P99_GOAL_MS = 100.0
+# Retention for the measurement: finished runs after a week, dead ones after a month, so
+# most of the 60 days is prunable (cron runs only before the claim guard horizon).
+PRUNE_RUN_RETENTION_DAYS, PRUNE_DEAD_RETENTION_DAYS = 7, 30
+# The load beside the prune: a claim and an order every LOAD_INTERVAL seconds each.
+LOAD_INTERVAL = 0.05
+LOAD_CLAIM_JOB = "check-missed-runs"
 
 
-def prune_measure(url: str) -> list[Row]:
-    """The hook for the retention job's figures on the long history: rows per second,
-    each batch's transaction p99 (goal under 100 ms), and claims and ``order_place`` p99
-    while it runs (goal within 1.5 x without it). It needs the retention service in
-    ``scheduling``; until that exists it reports nothing."""
-    if importlib.util.find_spec("scheduling.retention") is None:
-        return []
-    return []  # wired in with the retention service
+class _PruneTimeUp(Exception):
+    """Raised from the prune's after_batch callback (after a commit) to end the sample."""
+
+
+def load_worker(url: str, stop: Any, out: Any) -> None:
+    """In another process: claims (``run_claim_manual``, the claim path of run_job and
+    the admin) and orders (``order_place``) at a steady pace until ``stop`` is set; sends
+    back (wall time, path, seconds) of every call."""
+    django_setup(url, **_bench_env())
+    from decimal import Decimal
+
+    from orders.models import Restaurant
+    from orders.services import order_place
+    from scheduling.services import run_claim_manual
+
+    restaurant = Restaurant.objects.get(pk=1)
+
+    def claim(n: int) -> object:
+        # A fresh instant each time, inside the horizon: every claim wins a new key.
+        instant = NOW - timedelta(hours=1, milliseconds=n)
+        return run_claim_manual(job_name=LOAD_CLAIM_JOB, scheduled_for=instant, now=NOW)
+
+    def place(n: int) -> object:
+        return order_place(restaurant=restaurant, customer_ref=f"bench-load-{n}", total=Decimal("12.50"), now=NOW)
+
+    samples: list[tuple[float, str, float]] = []
+    n = 0
+    while not stop.is_set():
+        n += 1
+        for path, call in (("claim", claim), ("order_place", place)):
+            started = time.perf_counter()
+            if call(n) is None:
+                raise RuntimeError(f"the load's {path} returned nothing")
+            samples.append((time.time(), path, time.perf_counter() - started))
+        time.sleep(LOAD_INTERVAL)
+    out.send(samples)
+    out.close()
+
+
+def prune_measure(url: str, *, seconds: float, quiet: float) -> tuple[list[Row], list[str]]:
+    """The prune of the long history with the real service (``history_prune``, the
+    setting's batch size) for at most ``seconds``, while another process claims and
+    places orders; the same load runs ``quiet`` seconds before and after it without the
+    prune, for the reference p99s."""
+    import multiprocessing
+
+    from django.conf import settings
+    from django.test.utils import override_settings
+
+    from scheduling.retention import history_prune
+
+    ctx = multiprocessing.get_context("spawn")
+    stop, (receive, send) = ctx.Event(), ctx.Pipe(duplex=False)
+    worker = ctx.Process(target=load_worker, args=(url, stop, send), daemon=True)
+    retention = {
+        "SCHEDULER_RUN_RETENTION_DAYS": PRUNE_RUN_RETENTION_DAYS,
+        "SCHEDULER_DEAD_RUN_RETENTION_DAYS": PRUNE_DEAD_RETENTION_DAYS,
+    }
+    with override_settings(**retention):
+        prunable = _prunable_count(url)
+        worker.start()
+        try:
+            time.sleep(quiet / 2 + 5)  # its Django set-up first, outside the measurement
+            prune = _prune_run(history_prune, settings.SCHEDULER_PRUNE_BATCH_SIZE, seconds)
+            time.sleep(quiet / 2)
+        finally:
+            stop.set()
+        samples = receive.recv() if receive.poll(60) else []
+        worker.join(30)
+    if not samples:
+        raise RuntimeError("the load process sent no samples (see its traceback above)")
+    return _prune_rows(prune, samples, prunable), _prune_notes(prune, prunable, seconds)
+
+
+def _prunable_count(url: str) -> dict[str, int]:
+    """The runs and events the measurement's retention allows to prune as of NOW (an
+    upper bound: it ignores the cursor row and the payouts' runs, a few hundred)."""
+    from scheduling.retention import claim_guard_horizon
+
+    where = (
+        "status IN ('succeeded', 'skipped', 'superseded', 'dead') AND finished_at < "
+        "CASE WHEN status = 'dead' THEN %(dead)s::timestamptz ELSE %(finished)s::timestamptz END "
+        "AND (trigger = 'delayed' OR scheduled_for < %(horizon)s)"
+    )
+    params = {
+        "finished": NOW - timedelta(days=PRUNE_RUN_RETENTION_DAYS),
+        "dead": NOW - timedelta(days=PRUNE_DEAD_RETENTION_DAYS),
+        "horizon": claim_guard_horizon(now=NOW),
+    }
+    runs = sql_value(url, f"SELECT count(*) FROM job_runs WHERE {where}", params)
+    return {"runs": int(runs)}
+
+
+def _prune_run(history_prune: Callable[..., Any], batch_size: int, seconds: float) -> dict[str, Any]:
+    """Prune until done or ``seconds`` have passed; the time between batch commits is each
+    batch's transaction (pick, delete events, delete runs, commit) plus the loop's Python."""
+    commits: list[float] = []
+    totals: list[Any] = []
+    started = time.perf_counter()
+    deadline = started + seconds
+
+    def after_batch(total: Any) -> None:
+        commits.append(time.perf_counter())
+        totals.append(total)
+        if commits[-1] >= deadline:
+            raise _PruneTimeUp
+
+    wall_start = time.time()
+    try:
+        history_prune(now=NOW, batch_size=batch_size, after_batch=after_batch)
+        finished = True
+    except _PruneTimeUp:
+        finished = False
+    elapsed = time.perf_counter() - started
+    edges = [started, *commits]
+    return {
+        "elapsed": elapsed,
+        "wall": (wall_start, wall_start + elapsed),
+        "batches": [b - a for a, b in itertools.pairwise(edges)],
+        "total": totals[-1] if totals else None,
+        "finished": finished,
+        "batch_size": batch_size,
+    }
+
+
+def _prune_rows(prune: dict[str, Any], samples: list[tuple[float, str, float]], prunable: dict[str, int]) -> list[Row]:
+    total, elapsed = prune["total"], prune["elapsed"]
+    runs, cascaded = (total.runs, total.cascaded) if total else (0, 0)
+    insert_runs = INSERT_ORDERS_PER_SECOND
+    insert_rows = INSERT_ORDERS_PER_SECOND * (1 + EVENTS_PER_ORDER)
+    batches_ms = [b * 1000 for b in prune["batches"]]
+    goal = f">= {PRUNE_GOAL_TIMES} x bench 3's inserts"
+    rows = [
+        Row(
+            "prune: runs deleted per second",
+            "/s",
+            runs / elapsed,
+            insert_runs,
+            "higher",
+            goal,
+            runs / elapsed >= PRUNE_GOAL_TIMES * insert_runs,
+        ),
+        Row(
+            "prune: rows deleted per second (runs + events)",
+            "/s",
+            (runs + cascaded) / elapsed,
+            insert_rows,
+            "higher",
+            goal,
+            (runs + cascaded) / elapsed >= PRUNE_GOAL_TIMES * insert_rows,
+        ),
+        Row("prune: batch transaction p50", "ms", percentile(batches_ms, 50), None, None),
+        Row(
+            "prune: batch transaction p99",
+            "ms",
+            percentile(batches_ms, 99),
+            None,
+            None,
+            f"< {PRUNE_BATCH_P99_GOAL_MS:g} ms",
+            percentile(batches_ms, 99) < PRUNE_BATCH_P99_GOAL_MS,
+        ),
+        Row("prune: batch transaction max", "ms", max(batches_ms, default=math.nan), None, None),
+    ]
+    lo, hi = prune["wall"]
+    for path, label in (("claim", "claim (run_claim_manual) p99"), ("order_place", "order_place p99")):
+        during = [s * 1000 for t, p, s in samples if p == path and lo <= t <= hi]
+        quiet = [s * 1000 for t, p, s in samples if p == path and not lo <= t <= hi]
+        p_during, p_quiet = percentile(during, 99), percentile(quiet, 99)
+        rows.append(
+            Row(
+                f"{label}, prune vs none",
+                "ms",
+                p_during,
+                p_quiet,
+                goal=f"<= {GOAL} x without",
+                passed=p_during <= GOAL * p_quiet,
+            )
+        )
+    return rows
+
+
+def _prune_notes(prune: dict[str, Any], prunable: dict[str, int], seconds: float) -> list[str]:
+    total, elapsed = prune["total"], prune["elapsed"]
+    runs, cascaded = (total.runs, total.cascaded) if total else (0, 0)
+    rate = runs / elapsed if elapsed else math.nan
+    left = max(prunable["runs"] - runs, 0)
+    how = "pruned everything" if prune["finished"] else f"stopped after {seconds:g} s (a sample of the backlog)"
+    return [
+        f"prune: history_prune(now=NOW) with retention {PRUNE_RUN_RETENTION_DAYS} days "
+        f"(dead {PRUNE_DEAD_RETENTION_DAYS}), batch size {prune['batch_size']:,} (SCHEDULER_PRUNE_BATCH_SIZE); "
+        f"{how}: {runs:,} runs and {cascaded:,} events in {len(prune['batches'])} batches in {elapsed:.1f} s; "
+        f"{prunable['runs']:,} runs were prunable, the rest would take about {left / rate / 60:.0f} min more"
+        if rate
+        else "prune: nothing deleted",
+        f"prune: reference rates are bench 3's insert rate: {INSERT_ORDERS_PER_SECOND} orders/s x "
+        f"(1 run + {EVENTS_PER_ORDER} events: claimed, enqueued, started, succeeded)",
+        f"prune: a second process claimed and placed an order every {LOAD_INTERVAL * 1000:.0f} ms throughout; "
+        "'without' is the same load before and after the prune",
+    ]
 
 
 # --- The run ------------------------------------------------------------------------------------
@@ -345,6 +558,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10_000_000, help="delayed runs in the long history")
     parser.add_argument("--days", type=int, default=60, help="days the long history spans")
     parser.add_argument("--repeat", type=int, default=5, help="timed calls of each path (the median is kept)")
+    parser.add_argument("--prune-seconds", type=float, default=120.0, help="longest the prune is measured for")
+    parser.add_argument("--prune-quiet", type=float, default=30.0, help="seconds of the load without the prune")
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards (it is dropped by default)")
     args = parser.parse_args()
     if args.runs < args.days or args.days < 2:
@@ -369,7 +584,7 @@ def main() -> int:
     m["sizes"]["long history"] = table_sizes(url)
     m["disk"] = sql_value(url, "SELECT pg_size_pretty(pg_database_size(current_database()))")
     m["times"]["long history"] = paths_time(args.repeat)
-    m["prune"] = prune_measure(url)
+    m["prune"], m["prune notes"] = prune_measure(url, seconds=args.prune_seconds, quiet=args.prune_quiet)
     code = report(args, m).finish()
     if not args.keep:
         from django.db import connections
@@ -428,6 +643,8 @@ def report(args: argparse.Namespace, m: dict[str, Any]) -> Report:
             )
         )
     rep.add(*m["prune"])
+    for text in m["prune notes"]:
+        rep.note(text)
     rep.note("empty history (no rows at all), ms: " + ", ".join(f"{n} {v * 1000:.1f}" for n, v in empty.items()))
     rep.note(
         f"generated with set-based SQL: day one in {m['generated']['day one']:.0f} s, the other "
@@ -439,8 +656,6 @@ def report(args: argparse.Namespace, m: dict[str, Any]) -> Report:
         f"each figure is the median of {args.repeat} calls after a warm-up, "
         f"on a clock frozen at {NOW:%Y-%m-%d %H:%M} UTC"
     )
-    if not m["prune"]:
-        rep.note("prune: not measured (the retention service is not in this tree; see prune_measure)")
     return rep
 
 

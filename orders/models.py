@@ -106,6 +106,9 @@ class Order(models.Model):
                 include=["total"],
                 condition=Q(status=OrderStatus.DELIVERED),
             ),
+            # The admin orders list, newest first (the default ordering -placed_at, -id, read
+            # backwards with a LIMIT), its date drill-down's MIN/MAX and each day's range.
+            models.Index(fields=["placed_at", "id"], name="order_placed_at"),
             # Stale-order safety net: orders still 'placed' past their timeout.
             models.Index(
                 fields=["placed_at"],

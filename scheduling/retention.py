@@ -147,6 +147,7 @@ def runs_prune(*, rule: sql.PruneRule, batch_size: int, after_batch: AfterBatch)
     after: tuple[Any, int] | None = None
     while True:
         with transaction.atomic():
+            sql.prune_batch_begin()
             picked = sql.prunable_runs_pick(rule, after=after, limit=batch_size)
             if not picked:
                 return

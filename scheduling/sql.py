@@ -186,6 +186,20 @@ def _prunable(rule: PruneRule) -> tuple[str, list[Any]]:
     return where, params
 
 
+def prune_batch_begin() -> None:
+    """Turn PostgreSQL's JIT off for the rest of this batch's transaction (SET LOCAL).
+
+    The planner costs a batch's statements by the whole prunable range (millions of rows,
+    each with the correlated cursor probe), far past ``jit_above_cost``, though the LIMIT
+    or the id array stops them after one batch: measured on 3M runs with stock settings,
+    JIT compiled each of the three statements for 1.2-2.1 s while running them took
+    5-25 ms. Nothing to do on SQLite.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL jit = off")
+
+
 def prunable_runs_pick(rule: PruneRule, *, after: tuple[Any, int] | None, limit: int) -> list[tuple[Any, int]]:
     """The next ``limit`` runs the rule may delete, oldest finished first, after the
     (finished_at, id) key ``after``; locked FOR UPDATE SKIP LOCKED on PostgreSQL (a run

@@ -1,32 +1,13 @@
 """Indexes that keep the everyday reads of job_runs bounded on a table of millions of rows.
 
-On PostgreSQL they are built with CREATE INDEX CONCURRENTLY: job_runs takes an insert per
-order, and a plain CREATE INDEX on a large table would block those inserts until it ends.
+On PostgreSQL they are built with CREATE INDEX CONCURRENTLY (tiffin.migration_operations):
+job_runs takes an insert per order, and a plain CREATE INDEX on a large table would block
+those inserts until it ends.
 """
-
-from typing import Any
 
 from django.db import migrations, models
 
-
-class AddIndexConcurrentlyOnPostgres(migrations.AddIndex):
-    """AddIndex, built CONCURRENTLY on PostgreSQL (hence ``atomic = False`` below)."""
-
-    def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
-        model = to_state.apps.get_model(app_label, self.model_name)
-        if self.allow_migrate_model(schema_editor.connection.alias, model):
-            if schema_editor.connection.vendor == "postgresql":
-                schema_editor.add_index(model, self.index, concurrently=True)
-            else:
-                schema_editor.add_index(model, self.index)
-
-    def database_backwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
-        model = from_state.apps.get_model(app_label, self.model_name)
-        if self.allow_migrate_model(schema_editor.connection.alias, model):
-            if schema_editor.connection.vendor == "postgresql":
-                schema_editor.remove_index(model, self.index, concurrently=True)
-            else:
-                schema_editor.remove_index(model, self.index)
+from tiffin.migration_operations import AddIndexConcurrentlyOnPostgres
 
 
 class Migration(migrations.Migration):

@@ -233,7 +233,67 @@ def test_the_orders_carts_and_payouts_lists_count_up_to_the_limit(admin_client, 
     assert response.status_code == 200
     # The paginator's COUNT(*) (the payouts list's own totals are a SUM, not the paginator's).
     counts = [
-        q["sql"] for q in captured.captured_queries if "COUNT(*)" in q["sql"].upper() and f'"{table}"' in q["sql"]
+        q["sql"]
+        for q in captured.captured_queries
+        if q["sql"].upper().startswith("SELECT COUNT(*)") and f'"{table}"' in q["sql"]
     ]
     assert counts, "no count of the list"
     assert all("LIMIT" in sql.upper() for sql in counts), counts
+
+
+def test_the_carts_list_counts_each_listed_carts_items_without_grouping_every_cart(admin_client):
+    from decimal import Decimal
+
+    from carts.services import cart_add_item, cart_create
+
+    carts = [cart_create(customer_ref=f"cust-{n}", now=NOW - timedelta(hours=n)) for n in range(LIMIT + 2)]
+    for cart, skus in zip(carts, (3, 0, 1), strict=False):
+        for k in range(skus):
+            cart_add_item(cart_id=cart.pk, sku=f"sku-{k}", quantity=2, unit_price=Decimal("1.50"), now=cart.updated_at)
+    with CaptureQueriesContext(connection) as captured:
+        response = admin_client.get(reverse("admin:carts_cart_changelist"))
+    listed = {cart.pk: cart.item_count for cart in response.context["cl"].result_list}
+    assert listed == {carts[0].pk: 3, carts[1].pk: 0}  # newest first, a page of two; lines, not quantities
+    page = [q["sql"] for q in captured.captured_queries if "carts_cartitem" in q["sql"] and "LIMIT" in q["sql"].upper()]
+    assert page, "the page's query did not count items"
+    for sql in page:
+        # The count is a subquery per listed cart: no JOIN of the items to every cart, no GROUP BY of them.
+        assert "GROUP BY" not in sql.upper().split('FROM "CARTS_CART"')[-1], sql
+        assert "JOIN" not in sql.upper(), sql
+
+
+def test_the_orders_list_is_newest_placed_first_with_a_drill_down_by_day(admin_client, order_factory):
+    # Placed out of id order: newest first must follow placed_at, not the id.
+    late = order_factory(placed_at=datetime(2027, 3, 4, 9, 0, tzinfo=UTC))
+    early = order_factory(placed_at=datetime(2027, 3, 2, 9, 0, tzinfo=UTC))
+    middle = order_factory(placed_at=datetime(2027, 3, 4, 8, 0, tzinfo=UTC))
+    url = reverse("admin:orders_order_changelist")
+    response = admin_client.get(url)
+    assert [order.pk for order in response.context["cl"].result_list] == [late.pk, middle.pk]  # a page of two
+    titles = [choice["title"] for choice in _drill_down_choices(response)]
+    assert [t for t in titles if t.startswith("March ")] == ["March 2", "March 3", "March 4"]
+    day = admin_client.get(url + "?placed_at__year=2027&placed_at__month=3&placed_at__day=2")
+    assert [order.pk for order in day.context["cl"].result_list] == [early.pk]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("app", "migration"),
+    [
+        ("scheduling", "0007_history_read_indexes"),
+        ("scheduling", "0008_prune_history_index"),
+        ("orders", "0003_order_placed_at_index"),
+    ],
+)
+def test_the_indexes_of_large_tables_are_built_concurrently_on_postgresql(app, migration):
+    """A plain CREATE INDEX on job_runs or orders_order blocks every claim and order until it ends."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("sqlmigrate", app, migration, stdout=out)
+    statements = [line for line in out.getvalue().splitlines() if line.upper().startswith("CREATE INDEX")]
+    assert statements, out.getvalue()
+    assert all("CREATE INDEX CONCURRENTLY" in line.upper() for line in statements), statements
+    assert "BEGIN;" not in out.getvalue()  # CONCURRENTLY cannot run in a transaction
