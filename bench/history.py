@@ -35,7 +35,6 @@ the claims' and ``order_place``'s p99 beside the same load without the prune.
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import statistics
 import time
@@ -440,16 +439,22 @@ def _prunable_count(url: str) -> dict[str, int]:
 def _prune_run(history_prune: Callable[..., Any], batch_size: int, seconds: float) -> dict[str, Any]:
     """Prune until done or ``seconds`` have passed; the time between batch commits is each
     batch's transaction (pick, delete events, delete runs, commit) plus the loop's Python."""
+    from django.conf import settings
+
     commits: list[float] = []
+    resumed: list[float] = []
     totals: list[Any] = []
     started = time.perf_counter()
     deadline = started + seconds
 
     def after_batch(total: Any) -> None:
+        # As the prune-history job does: rest after each batch (not part of the batch).
         commits.append(time.perf_counter())
         totals.append(total)
         if commits[-1] >= deadline:
             raise _PruneTimeUp
+        time.sleep(settings.SCHEDULER_PRUNE_PAUSE_SECONDS)
+        resumed.append(time.perf_counter())
 
     wall_start = time.time()
     try:
@@ -458,11 +463,10 @@ def _prune_run(history_prune: Callable[..., Any], batch_size: int, seconds: floa
     except _PruneTimeUp:
         finished = False
     elapsed = time.perf_counter() - started
-    edges = [started, *commits]
     return {
         "elapsed": elapsed,
         "wall": (wall_start, wall_start + elapsed),
-        "batches": [b - a for a, b in itertools.pairwise(edges)],
+        "batches": [end - begin for begin, end in zip([started, *resumed], commits, strict=False)],
         "total": totals[-1] if totals else None,
         "finished": finished,
         "batch_size": batch_size,
@@ -526,6 +530,8 @@ def _prune_rows(prune: dict[str, Any], samples: list[tuple[float, str, float]], 
 
 
 def _prune_notes(prune: dict[str, Any], prunable: dict[str, int], seconds: float) -> list[str]:
+    from django.conf import settings
+
     total, elapsed = prune["total"], prune["elapsed"]
     runs, cascaded = (total.runs, total.cascaded) if total else (0, 0)
     rate = runs / elapsed if elapsed else math.nan
@@ -533,7 +539,9 @@ def _prune_notes(prune: dict[str, Any], prunable: dict[str, int], seconds: float
     how = "pruned everything" if prune["finished"] else f"stopped after {seconds:g} s (a sample of the backlog)"
     return [
         f"prune: history_prune(now=NOW) with retention {PRUNE_RUN_RETENTION_DAYS} days "
-        f"(dead {PRUNE_DEAD_RETENTION_DAYS}), batch size {prune['batch_size']:,} (SCHEDULER_PRUNE_BATCH_SIZE); "
+        f"(dead {PRUNE_DEAD_RETENTION_DAYS}), batch size {prune['batch_size']:,} (SCHEDULER_PRUNE_BATCH_SIZE), "
+        f"a rest of {settings.SCHEDULER_PRUNE_PAUSE_SECONDS:g} s after each (SCHEDULER_PRUNE_PAUSE_SECONDS, "
+        "counted in the rates, not in a batch's time); "
         f"{how}: {runs:,} runs and {cascaded:,} events in {len(prune['batches'])} batches in {elapsed:.1f} s; "
         f"{prunable['runs']:,} runs were prunable, the rest would take about {left / rate / 60:.0f} min more"
         if rate

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.conf import settings
@@ -41,6 +42,7 @@ def prune_history(ctx: RunContext) -> dict[str, Any]:
 
     def after_batch(_progress: HistoryPrune) -> None:
         ctx.heartbeat()  # raises RunLostError if this worker lost the run
+        time.sleep(settings.SCHEDULER_PRUNE_PAUSE_SECONDS)  # leave the database to everyday writes
 
     pruned = history_prune(
         now=ctx.scheduled_for, batch_size=settings.SCHEDULER_PRUNE_BATCH_SIZE, after_batch=after_batch

@@ -181,6 +181,9 @@ SCHEDULER_NODE_RETENTION_DAYS = env_int("SCHEDULER_NODE_RETENTION_DAYS", 7, mini
 # 10M runs (bench.history) batches of 2,000 took 151 ms (p50), 300 ms (p99), past the
 # 100 ms goal, while deleting 13,000 runs a second, 65 x what 200 orders/s insert.
 SCHEDULER_PRUNE_BATCH_SIZE = env_int("SCHEDULER_PRUNE_BATCH_SIZE", 500, minimum=1)
+# The prune job rests this long after each batch, so back-to-back deletes do not crowd
+# out claims and order placements on a small machine (bench.history measures both).
+SCHEDULER_PRUNE_PAUSE_SECONDS = env_float("SCHEDULER_PRUNE_PAUSE_SECONDS", 0.1, minimum=0.0)
 
 # --- Monitoring (scheduling.monitoring, scheduling.alerts, scheduling.pings) -------------
 # The missed-run check judges the ticks of the last WINDOW seconds, except the newest
