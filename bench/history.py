@@ -153,14 +153,19 @@ FROM generate_series(1, {RESTAURANTS}) AS i
 PAYOUTS_INSERT = """
 INSERT INTO payouts_payout (restaurant_id, period_start, period_end, week_start_local, gross, commission,
                             net, order_count, commission_rate, tzdata_version, job_run_id, fence, created_at)
-SELECT r.id, w.period_start, w.period_end, w.monday, 1000.00, 150.00, 850.00, 100, r.commission_rate, 'bench',
+SELECT r.id, w.period_start, w.period_end, w.monday, s.gross, round(s.gross * r.commission_rate, 2),
+       s.gross - round(s.gross * r.commission_rate, 2), s.n, r.commission_rate, 'bench',
        run.id, run.fence, run.finished_at
 FROM job_runs run, orders_restaurant r,
      LATERAL (SELECT m::date AS monday, (m::date::timestamp AT TIME ZONE r.timezone) AS period_start,
                      ((m::date + 7)::timestamp AT TIME ZONE r.timezone) AS period_end
               FROM generate_series((run.scheduled_for AT TIME ZONE r.timezone)::date - 20,
                                    (run.scheduled_for AT TIME ZONE r.timezone)::date, interval '1 day') AS m
-              WHERE extract(isodow FROM m) = 1) AS w
+              WHERE extract(isodow FROM m) = 1) AS w,
+     -- The amounts of the orders the week holds, so the ledger invariant holds.
+     LATERAL (SELECT coalesce(sum(o.total), 0) AS gross, count(o.total) AS n FROM orders_order o
+              WHERE o.restaurant_id = r.id AND o.status = 'delivered'
+                AND o.delivered_at >= w.period_start AND o.delivered_at < w.period_end) AS s
 WHERE run.job_name = 'weekly-payouts' AND run.scheduled_for > %(lo)s AND run.scheduled_for <= %(hi)s
   AND w.period_end + interval '30 minutes' <= run.scheduled_for
   AND w.period_end + interval '30 minutes' > run.scheduled_for - interval '7 days'

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, F, Min, OuterRef, Q, QuerySet, Subquery, Sum, Value, Window
@@ -276,27 +277,39 @@ def ledger_problems(*, paid_as_of: datetime | None, written_since: datetime | No
        later one starts exactly where the previous one ended (no gap, no overlap).
     2. Money: the gross of its payouts equals the totals of its orders delivered before its
        last payout's end (none is unpaid, none paid twice; an order delivered before the
-       ledger's start counts as unpaid). That reads every delivered order; with
-       ``written_since`` (the hourly check) only the payouts written since are summed,
-       plus the orders before each ledger's start: on PostgreSQL a covered order cannot
-       change afterwards (``payouts/0004_ledger_guards``), so with (1) that is the same.
+       ledger's start counts as unpaid). That reads every delivered order and payout;
+       with ``written_since`` (the hourly check) (1) and (2) cover only the payouts
+       written since (and the orders before a ledger that starts with one of them): on
+       PostgreSQL payouts and covered orders cannot change afterwards
+       (``payouts/0004_ledger_guards``), so checking each payout once is the same.
     3. Completeness, when ``paid_as_of`` (the logical time of the latest successful
        weekly run) is given: no open ledger has a period finished by then still unpaid.
     """
     money = _ledger_money() if written_since is None else _ledger_money_since(since=written_since)
     return sorted(
-        [*_ledger_seams(), *money, *(_ledger_behind(as_of=paid_as_of) if paid_as_of else [])],
+        [*_ledger_seams(since=written_since), *money, *(_ledger_behind(as_of=paid_as_of) if paid_as_of else [])],
         key=lambda problem: (problem.at, problem.restaurant_id),
     )
 
 
-def _ledger_seams() -> list[LedgerProblem]:
-    # One pass over payout_one_per_restaurant_week (restaurant_id, period_start).
-    rows = Payout.objects.annotate(
-        previous_end=Window(Lag("period_end"), partition_by=[F("restaurant_id")], order_by=F("period_start").asc())
-    ).values_list("id", "restaurant_id", "period_start", "period_end", "previous_end", "restaurant__onboarded_at")
+def _ledger_seams(*, since: datetime | None = None) -> list[LedgerProblem]:
+    """Each payout against the one before it; with ``since``, only those written since
+    (each one's predecessor by the unique index (restaurant_id, period_start))."""
+    fields = ("id", "restaurant_id", "period_start", "period_end", "previous_end", "restaurant__onboarded_at")
+    if since is None:
+        previous: Any = Window(Lag("period_end"), partition_by=[F("restaurant_id")], order_by=F("period_start").asc())
+        payouts = Payout.objects.all()
+    else:
+        previous = Subquery(
+            Payout.objects.filter(restaurant=OuterRef("restaurant_id"), period_start__lt=OuterRef("period_start"))
+            .order_by("-period_start")
+            .values("period_end")[:1]
+        )
+        payouts = Payout.objects.filter(created_at__gte=since)
     problems: list[LedgerProblem] = []
-    for payout_id, restaurant_id, start, end, previous_end, onboarded_at in rows.order_by():
+    for payout_id, restaurant_id, start, end, previous_end, onboarded_at in (
+        payouts.annotate(previous_end=previous).order_by().values_list(*fields)
+    ):
         if previous_end is None and not start <= onboarded_at < end:
             detail = f"the first payout ({payout_id}, {_utc(start)} to {_utc(end)}) does not cover the onboarding"
             problems.append(LedgerProblem(restaurant_id, start, f"{detail} at {_utc(onboarded_at)}"))
@@ -351,13 +364,16 @@ def _ledger_money_since(*, since: datetime) -> list[LedgerProblem]:
         )
         if _cents(gross) != _cents(earned)
     ]
-    first_start = Payout.objects.filter(restaurant=OuterRef("pk")).order_by("period_start").values("period_start")[:1]
+    first = Payout.objects.filter(restaurant=OuterRef("pk")).order_by("period_start")
     before = Order.objects.filter(
         restaurant=OuterRef("pk"), status=OrderStatus.DELIVERED, delivered_at__lt=OuterRef("first_start")
     ).order_by()
     early = (
-        Restaurant.objects.annotate(first_start=Subquery(first_start))
-        .filter(first_start__isnull=False)
+        Restaurant.objects.annotate(
+            first_start=Subquery(first.values("period_start")[:1]),
+            first_written=Subquery(first.values("created_at")[:1]),
+        )
+        .filter(first_start__isnull=False, first_written__gte=since)
         .annotate(n=Subquery(before.values("restaurant_id").annotate(n=Count("id")).values("n")))
         .filter(n__gt=0)
         .values_list("id", "first_start", "n")
