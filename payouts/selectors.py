@@ -10,7 +10,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, F, Min, OuterRef, Q, QuerySet, Subquery, Sum, Value, Window
+from django.db.models import Aggregate, Count, F, Min, OuterRef, Q, QuerySet, Subquery, Sum, Value, Window
 from django.db.models.functions import Coalesce, Lag
 
 from orders.models import Order, OrderStatus, Restaurant
@@ -80,13 +80,25 @@ def payout_restaurant_ids(*, restaurant_ids: Sequence[int] | None) -> list[int]:
 
 
 def payout_open_ledgers() -> QuerySet[Restaurant]:
-    """Restaurants that may still be owed a payout: the active ones, and the deactivated
-    ones whose last payout ends before their deactivation (a superset of what the SQL
-    pays, which also requires a due period to start before ``deactivated_at``)."""
-    paid_through = Payout.objects.filter(restaurant=OuterRef("pk")).order_by("-period_start").values("period_end")[:1]
-    return Restaurant.objects.annotate(paid_through=Subquery(paid_through)).filter(
+    """Restaurants that may still be owed a payout, annotated with ``paid_through``: the
+    active ones, and the deactivated ones whose last payout ends before their deactivation
+    (a superset of what the SQL pays, which also requires a due period to start before
+    ``deactivated_at``)."""
+    return Restaurant.objects.annotate(paid_through=_paid_through()).filter(
         Q(deactivated_at__isnull=True) | Q(paid_through__isnull=True) | Q(paid_through__lt=F("deactivated_at"))
     )
+
+
+def _paid_through() -> Subquery:
+    """The end of the outer restaurant's newest payout, where its ledger continues (the
+    newest row of the unique index payout_one_per_restaurant_week)."""
+    return Subquery(Payout.objects.filter(restaurant=OuterRef("pk")).order_by("-period_start").values("period_end")[:1])
+
+
+def _per_restaurant(rows: QuerySet[Any], aggregate: Aggregate) -> Subquery:
+    """``aggregate`` over ``rows`` (filtered on the outer restaurant), one value per
+    outer row: a correlated subquery, not a join and GROUP BY over the whole table."""
+    return Subquery(rows.order_by().values("restaurant_id").annotate(value=aggregate).values("value"))
 
 
 def payout_batches(*, ids: list[int], restricted: bool, size: int | None = None) -> list[sql.RestaurantBatch]:
@@ -118,8 +130,7 @@ def payout_weeks_due(*, batch: sql.RestaurantBatch, as_of: datetime) -> list[Bus
     by_zone = in_batch.order_by().values("timezone")
     starts = {row["timezone"]: row["since"] for row in by_zone.annotate(since=Min("onboarded_at"))}
     if any(as_of - since > SHORT_HISTORY for since in starts.values()):
-        latest_end = Payout.objects.filter(restaurant=OuterRef("pk")).order_by("-period_start").values("period_end")[:1]
-        since = Min(Coalesce(Subquery(latest_end), F("onboarded_at")))
+        since = Min(Coalesce(F("paid_through"), F("onboarded_at")))
         starts = {row["timezone"]: row["since"] for row in by_zone.annotate(since=since)}
     delay = timedelta(seconds=settings.PAYOUT_SETTLEMENT_DELAY_SECONDS)
     return [
@@ -321,17 +332,15 @@ def _ledger_seams(*, since: datetime | None = None) -> list[LedgerProblem]:
 
 
 def _ledger_money() -> list[LedgerProblem]:
-    paid_through = Payout.objects.filter(restaurant=OuterRef("pk")).order_by("-period_start").values("period_end")[:1]
-    paid = Payout.objects.filter(restaurant=OuterRef("pk")).order_by().values("restaurant_id")
     earned = Order.objects.filter(
         restaurant=OuterRef("pk"), status=OrderStatus.DELIVERED, delivered_at__lt=OuterRef("paid_through")
-    ).order_by()
+    )
     rows = (
-        Restaurant.objects.annotate(paid_through=Subquery(paid_through))
+        Restaurant.objects.annotate(paid_through=_paid_through())
         .filter(paid_through__isnull=False)
         .annotate(
-            paid=Subquery(paid.annotate(s=Sum("gross")).values("s")),
-            earned=Subquery(earned.values("restaurant_id").annotate(s=Sum("total")).values("s")),
+            paid=_per_restaurant(Payout.objects.filter(restaurant=OuterRef("pk")), Sum("gross")),
+            earned=_per_restaurant(earned, Sum("total")),
         )
         .values_list("id", "paid_through", "paid", "earned")
     )
@@ -353,10 +362,8 @@ def _ledger_money_since(*, since: datetime) -> list[LedgerProblem]:
         status=OrderStatus.DELIVERED,
         delivered_at__gte=OuterRef("period_start"),
         delivered_at__lt=OuterRef("period_end"),
-    ).order_by()
-    recent = Payout.objects.filter(created_at__gte=since).annotate(
-        earned=Subquery(in_bounds.values("restaurant_id").annotate(s=Sum("total")).values("s"))
     )
+    recent = Payout.objects.filter(created_at__gte=since).annotate(earned=_per_restaurant(in_bounds, Sum("total")))
     problems = [
         LedgerProblem(rid, start, f"payout {pid} has gross {_cents(gross)}, its orders total {_cents(earned)}")
         for pid, rid, start, gross, earned in recent.values_list(
@@ -367,14 +374,14 @@ def _ledger_money_since(*, since: datetime) -> list[LedgerProblem]:
     first = Payout.objects.filter(restaurant=OuterRef("pk")).order_by("period_start")
     before = Order.objects.filter(
         restaurant=OuterRef("pk"), status=OrderStatus.DELIVERED, delivered_at__lt=OuterRef("first_start")
-    ).order_by()
+    )
     early = (
         Restaurant.objects.annotate(
             first_start=Subquery(first.values("period_start")[:1]),
             first_written=Subquery(first.values("created_at")[:1]),
         )
         .filter(first_start__isnull=False, first_written__gte=since)
-        .annotate(n=Subquery(before.values("restaurant_id").annotate(n=Count("id")).values("n")))
+        .annotate(n=_per_restaurant(before, Count("id")))
         .filter(n__gt=0)
         .values_list("id", "first_start", "n")
     )
@@ -422,13 +429,10 @@ def payout_orders_waiting(*, restaurant_ids: Sequence[int] | None = None) -> lis
         restaurants = restaurants.filter(id__in=restaurant_ids)
     waiting = Order.objects.filter(
         restaurant=OuterRef("pk"), status=OrderStatus.DELIVERED, delivered_at__gte=OuterRef("waiting_from")
-    ).order_by()
+    )
     rows = (
         restaurants.annotate(waiting_from=Coalesce(F("paid_through"), Value(_BEGINNING)))
-        .annotate(
-            n=Subquery(waiting.values("restaurant_id").annotate(n=Count("id")).values("n")),
-            gross=Subquery(waiting.values("restaurant_id").annotate(s=Sum("total")).values("s")),
-        )
+        .annotate(n=_per_restaurant(waiting, Count("id")), gross=_per_restaurant(waiting, Sum("total")))
         .filter(n__gt=0)
         .order_by("id")
         .values_list("id", "paid_through", "n", "gross")
