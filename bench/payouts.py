@@ -148,7 +148,7 @@ def data_generate(url: str, *, restaurants: int, per_restaurant: int, delay: tim
 
 def project_run() -> tuple[float, str]:
     """The job through the claim, the start with a fence and the handler; (seconds, final status)."""
-    from payouts.services import PAYOUT_JOB
+    from payouts.models import PAYOUT_JOB
     from scheduling.execution import runs_execute
     from scheduling.models import JobRun
     from scheduling.services import run_claim_manual

@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from payouts.selectors import ledger_problems, payout_totals, payouts_of_run
-from payouts.services import PAYOUT_JOB, BatchProgress, payout_subject_parse, payouts_pay_due
+from payouts.models import PAYOUT_JOB
+from payouts.selectors import ledger_problems, payout_paid_as_of, payout_totals, payouts_of_run
+from payouts.services import BatchProgress, payout_subject_parse, payouts_pay_due
 from scheduling.context import RunContext
-from scheduling.models import JobRun, Misfire, Overlap, ProblemKind, RunStatus
+from scheduling.models import Misfire, Overlap, ProblemKind
 from scheduling.monitoring import CheckWindow, Problem, invariant
 from scheduling.registry import job
 from tiffin import clock
@@ -81,12 +82,7 @@ def payout_ledger(window: CheckWindow) -> list[Problem]:
     missed-run check, one per restaurant and instant. Completeness is judged as of the
     latest successful scheduled run (weeks finished after it are not due yet); amounts are
     summed for the payouts written in the check's window (the full sum reads every order)."""
-    latest = (
-        JobRun.objects.filter(job_name=PAYOUT_JOB, subject="", status=RunStatus.SUCCEEDED)
-        .order_by("-scheduled_for")
-        .values_list("scheduled_for", flat=True)
-        .first()
-    )
+    latest = payout_paid_as_of()
     return [
         Problem(
             ProblemKind.INVARIANT,

@@ -4,6 +4,9 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Round
 
+# The job that writes payouts (payouts/jobs.py); reads and writes both name it.
+PAYOUT_JOB = "weekly-payouts"
+
 
 class Payout(models.Model):
     """One restaurant's settlement for one business week. Written once, never edited.

@@ -15,8 +15,9 @@ from django.db.models.functions import Coalesce, Lag
 
 from orders.models import Order, OrderStatus, Restaurant
 from payouts import sql
-from payouts.models import Payout
+from payouts.models import PAYOUT_JOB, Payout
 from payouts.weeks import BusinessWeek, week_of, weeks_finished
+from scheduling.models import JobRun, RunStatus
 
 CENT = Decimal("0.01")
 # Restaurants per transaction: large enough that the per-statement overhead vanishes,
@@ -272,6 +273,17 @@ def payouts_of_week(*, payouts: QuerySet[Payout], monday: date) -> QuerySet[Payo
 
 
 # --- The ledger invariant ---------------------------------------------------------------
+
+
+def payout_paid_as_of() -> datetime | None:
+    """The logical time of the latest scheduled weekly run that succeeded: every period
+    finished by then must be paid (served by the claim key index)."""
+    return (
+        JobRun.objects.filter(job_name=PAYOUT_JOB, subject="", status=RunStatus.SUCCEEDED)
+        .order_by("-scheduled_for")
+        .values_list("scheduled_for", flat=True)
+        .first()
+    )
 
 
 @dataclass(frozen=True)

@@ -32,13 +32,12 @@ from django.db import connection, transaction
 
 from orders.models import CommissionRateChange, Restaurant
 from payouts import sql
-from payouts.models import Payout
+from payouts.models import PAYOUT_JOB, Payout
 from payouts.selectors import RESTAURANTS_PER_BATCH, payout_batches, payout_restaurant_ids, payout_weeks_due
 from scheduling.fencing import fence_check
 from scheduling.models import JobRun
 from scheduling.services import run_execute_here
 
-PAYOUT_JOB = "weekly-payouts"
 # One fencing resource for the whole ledger: any run that wrote payouts makes every run
 # with an older token stale, whichever restaurants each covered.
 PAYOUT_FENCE_RESOURCE = "payouts:ledger"

@@ -29,7 +29,7 @@ from django.db.models import Count, Max, Min, Sum
 from orders.models import Order, OrderStatus, Restaurant
 from orders.selectors import restaurant_rate_at
 from payouts.models import Payout
-from payouts.selectors import ledger_problems
+from payouts.selectors import ledger_problems, payout_paid_as_of
 from payouts.weeks import weeks_finished
 from scheduling import cron
 from scheduling.models import JobKind, JobRun, JobRunEvent, RunStatus, Schedule, SchedulerNode, Trigger
@@ -183,11 +183,7 @@ def _payouts_check() -> PayoutCheck:
     check.wrong_amounts = [line for payout in payouts if (line := payout_mismatch(payout))]
     weeks = Counter((payout.restaurant_id, payout.period_start) for payout in payouts)
     check.duplicates = sum(n - 1 for n in weeks.values())
-    latest = (
-        JobRun.objects.filter(job_name="weekly-payouts", subject="", status=RunStatus.SUCCEEDED)
-        .aggregate(as_of=Max("scheduled_for"))
-        .get("as_of")
-    )
+    latest = payout_paid_as_of()
     if latest is not None:
         check.as_of = latest
         check.unpaid_weeks = len(_weeks_due(latest) - set(weeks))

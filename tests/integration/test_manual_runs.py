@@ -17,8 +17,7 @@ from django.core.management.base import CommandError
 from django.db import transaction
 
 from orders.models import OrderStatus
-from payouts.models import Payout
-from payouts.services import PAYOUT_JOB
+from payouts.models import PAYOUT_JOB, Payout
 from scheduling.dispatch import runs_claim, tick_pass
 from scheduling.models import JobRun, Overlap, RunStatus, Trigger
 from scheduling.policies import PlannedTick

@@ -27,9 +27,9 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
 
+from payouts.models import PAYOUT_JOB
 from payouts.selectors import PayoutTotals, payout_orders_waiting, payout_totals, payouts_of_run, payouts_preview
 from payouts.services import (
-    PAYOUT_JOB,
     BatchProgress,
     PayoutError,
     payout_catch_up_check,
