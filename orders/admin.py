@@ -122,25 +122,25 @@ class RestaurantAdmin(_RestaurantAdmin):
     @admin.action(description="Deactivate: stop orders (finished weeks are still paid)")
     def deactivate(self, request: HttpRequest, queryset: QuerySet[Restaurant]) -> None:
         now = clock.now()
-        self._each(request, queryset, lambda rid: restaurant_deactivate(restaurant_id=rid, now=now), "deactivated")
+        _apply_each(
+            self,
+            request,
+            queryset,
+            lambda rid: restaurant_deactivate(restaurant_id=rid, now=now),
+            noun="restaurant",
+            verb="deactivated",
+        )
 
     @admin.action(description="Reactivate: take orders again")
     def reactivate(self, request: HttpRequest, queryset: QuerySet[Restaurant]) -> None:
-        self._each(request, queryset, lambda rid: restaurant_reactivate(restaurant_id=rid), "reactivated")
-
-    def _each(
-        self, request: HttpRequest, queryset: QuerySet[Restaurant], change: Callable[[int], Any], verb: str
-    ) -> None:
-        done = 0
-        for restaurant_id in queryset.values_list("pk", flat=True):
-            try:
-                change(restaurant_id)
-            except OrderError as error:
-                self.message_user(request, f"Refused: {error}.", messages.WARNING)
-            else:
-                done += 1
-        if done:
-            self.message_user(request, f"{done} restaurant(s) {verb}.", messages.SUCCESS)
+        _apply_each(
+            self,
+            request,
+            queryset,
+            lambda rid: restaurant_reactivate(restaurant_id=rid),
+            noun="restaurant",
+            verb="reactivated",
+        )
 
     def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
         # New rate changes go through the service (created_at, the same refusals), not
@@ -205,18 +205,32 @@ class OrderAdmin(_OrderAdmin):
 
     def _apply(self, request: HttpRequest, queryset: QuerySet[Order], service: _OrderService, verb: str) -> None:
         now = clock.now()  # one reading for the whole action, as for any operation
-        done, refusals = 0, []
-        for order_id in queryset.values_list("pk", flat=True):
-            try:
-                service(order_id=order_id, now=now)
-            except OrderError as error:
-                refusals.append(str(error))
-            else:
-                done += 1
-        if done:
-            self.message_user(request, f"{done} order(s) {verb}.", messages.SUCCESS)
-        for refusal in refusals[:_REFUSALS_SHOWN]:
-            self.message_user(request, f"Refused: {refusal}.", messages.WARNING)
-        if len(refusals) > _REFUSALS_SHOWN:
-            more = len(refusals) - _REFUSALS_SHOWN
-            self.message_user(request, f"{more} more order(s) refused.", messages.WARNING)
+        _apply_each(self, request, queryset, lambda oid: service(order_id=oid, now=now), noun="order", verb=verb)
+
+
+def _apply_each(
+    model_admin: Any,
+    request: HttpRequest,
+    queryset: QuerySet[Any],
+    change: Callable[[int], Any],
+    *,
+    noun: str,
+    verb: str,
+) -> None:
+    """An admin action that calls a service once per selected row: how many it changed,
+    then each refusal the service raised, the first _REFUSALS_SHOWN of them by name."""
+    done, refusals = 0, []
+    for pk in queryset.values_list("pk", flat=True):
+        try:
+            change(pk)
+        except OrderError as error:
+            refusals.append(str(error))
+        else:
+            done += 1
+    if done:
+        model_admin.message_user(request, f"{done} {noun}(s) {verb}.", messages.SUCCESS)
+    for refusal in refusals[:_REFUSALS_SHOWN]:
+        model_admin.message_user(request, f"Refused: {refusal}.", messages.WARNING)
+    if len(refusals) > _REFUSALS_SHOWN:
+        more = len(refusals) - _REFUSALS_SHOWN
+        model_admin.message_user(request, f"{more} more {noun}(s) refused.", messages.WARNING)
