@@ -87,11 +87,11 @@ class ScenarioDatabase:
     def url(self) -> str:
         return self.server.url(self.name)
 
-    def rows(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def rows(self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[tuple[Any, ...]]:
         with self.server.connect(self.name) as conn:
             return conn.execute(query.encode(), params).fetchall()
 
-    def scalar(self, query: str, params: Sequence[Any] = ()) -> Any:
+    def scalar(self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
         rows = self.rows(query, params)
         return rows[0][0] if rows else None
 
@@ -242,6 +242,45 @@ def succeeded_ticks(db: ScenarioDatabase, job_name: str) -> list[datetime]:
         row[0]
         for row in db.rows(
             "SELECT scheduled_for FROM job_runs WHERE job_name = %s AND status = 'succeeded' ORDER BY 1", [job_name]
+        )
+    ]
+
+
+def unjustified_skips(db: ScenarioDatabase, job_name: str) -> list[tuple[int, str]]:
+    """The skipped runs of ``job_name`` that its policies did not have to skip, as
+    (run id, reason). A bound on how many ticks a loaded machine skips would be a guess;
+    what the design promises is that every skip has its cause in the record:
+
+    - ``overlap``: the skip names the run it waited behind, a run of the same job whose
+      ``started`` event was written before the ``skipped`` one (event ids follow the
+      order of the writes, and the skip read the holder's committed start);
+    - ``coalesced``: a later tick of the job was already due by the claiming server's
+      clock (``created_at`` is that server's ``now``);
+    - anything else (``missed_deadline`` for a job without a deadline, ``paused``) is
+      never justified here.
+    """
+    return [
+        (int(run_id), str(reason))
+        for run_id, reason in db.rows(
+            """
+            SELECT r.id, r.skip_reason
+              FROM job_runs r
+             WHERE r.job_name = %(job)s AND r.status = 'skipped'
+               AND NOT (r.skip_reason = 'overlap' AND EXISTS (
+                        SELECT 1
+                          FROM job_run_events skip
+                          JOIN job_run_events start ON start.kind = 'started' AND start.id < skip.id
+                          JOIN job_runs holder ON holder.id = start.run_id
+                         WHERE skip.run_id = r.id AND skip.kind = 'skipped'
+                           AND holder.job_name = r.job_name AND holder.id <> r.id
+                           AND skip.message LIKE '%%run ' || holder.id || ' (%%'))
+               AND NOT (r.skip_reason = 'coalesced' AND EXISTS (
+                        SELECT 1 FROM job_runs later
+                         WHERE later.job_name = r.job_name
+                           AND later.scheduled_for > r.scheduled_for AND later.scheduled_for <= r.created_at))
+             ORDER BY r.id
+            """,
+            {"job": job_name},
         )
     ]
 
