@@ -45,6 +45,10 @@ INSTALLED_APPS = [
     "orders.apps.OrdersConfig",
     "carts.apps.CartsConfig",
     "payouts.apps.PayoutsConfig",
+    # The demo's commands (no tables), and ``simulate``, installed everywhere so it runs on
+    # any migrated database: one empty probe table; its probe jobs only exist in the
+    # processes it starts (SCHEDULING_EXTRA_JOB_MODULES).
+    "demo.apps.DemoConfig",
     "simulation.apps.SimulationConfig",
 ]
 
