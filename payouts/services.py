@@ -180,7 +180,12 @@ def payout_catch_up_check(*, as_of: datetime, restaurant_ids: Sequence[int] | No
 
 
 def payout_catch_up_execute(
-    *, as_of: datetime, restaurant_ids: Sequence[int] | None, now: datetime, worker: str
+    *,
+    as_of: datetime,
+    restaurant_ids: Sequence[int] | None,
+    now: datetime,
+    worker: str,
+    on_batch: Callable[[BatchProgress], None] | None = None,
 ) -> JobRun | None:
     """Claim a manual ``weekly-payouts`` run as of ``as_of`` and execute it here.
 
@@ -188,6 +193,7 @@ def payout_catch_up_execute(
     subject, scheduled_for), with the restriction in the subject. Returns None when that
     exact catch-up was claimed before; raises RunCannotStartError, with nothing claimed,
     when it would have to wait behind another payout run (see ``run_execute_here``).
+    ``on_batch`` hears of each batch the run pays.
     """
     payout_catch_up_check(as_of=as_of, restaurant_ids=restaurant_ids, now=now)
     return run_execute_here(
@@ -196,4 +202,5 @@ def payout_catch_up_execute(
         now=now,
         worker=worker,
         subject=payout_subject(restaurant_ids=restaurant_ids),
+        on_batch=on_batch,
     )

@@ -69,3 +69,10 @@ def test_the_engine_imports_no_business_app():
 
 def test_reads_never_import_writes():
     assert violations(sources([ROOT / "payouts" / "selectors.py"]), forbidden=("payouts.services",)) == []
+
+
+def test_no_app_imports_a_command_module():
+    """Command modules are entry points; what commands share lives in ``tiffin.cli``."""
+    modules = {name: text for package in ("tiffin", *APPS) for name, text in package_sources(package).items()}
+    commands = tuple(f"{package}.management" for package in ("tiffin", *APPS))
+    assert violations(modules, forbidden=commands) == []
