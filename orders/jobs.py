@@ -14,12 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from orders.services import (
-    CANCEL_STALE_ORDER_JOB,
-    order_id_from_subject,
-    orders_cancel_overdue,
-    orders_cancel_unaccepted,
-)
+from orders.models import CANCEL_STALE_ORDER_JOB, CANCEL_STALE_ORDERS_JOB
+from orders.services import order_id_from_subject, orders_cancel_overdue, orders_cancel_unaccepted
 from scheduling.context import RunContext
 from scheduling.models import Misfire, Overlap
 from scheduling.registry import job
@@ -63,7 +59,7 @@ def _order_ids(batch: list[RunContext]) -> tuple[list[int], list[str]]:
 
 
 @job(
-    "cancel-stale-orders",
+    CANCEL_STALE_ORDERS_JOB,
     cron="*/5 * * * *",
     timezone="UTC",
     misfire=Misfire.DEADLINE,

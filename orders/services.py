@@ -40,15 +40,20 @@ from django.db.models import CharField, Exists, OuterRef, Value
 from django.db.models.functions import Cast, Concat
 
 from orders.errors import LedgerError, OrderError, OrderNotFoundError, OrderTransitionError, RestaurantNotFoundError
-from orders.models import CommissionRateChange, Order, OrderStatus, Restaurant
+from orders.models import (
+    CANCEL_STALE_ORDER_JOB,
+    STALE_CANCEL_REASON,
+    CommissionRateChange,
+    Order,
+    OrderStatus,
+    Restaurant,
+)
 from orders.selectors import order_status_get, restaurant_paid_through
 from scheduling.models import JobRun, RunStatus
 from scheduling.services import run_schedule_delayed
 from tiffin import clock
 from tiffin.validators import require_aware, validate_time_zone
 
-CANCEL_STALE_ORDER_JOB = "cancel-stale-order"
-STALE_CANCEL_REASON = "not accepted in time"
 _SUBJECT_PREFIX = "order:"
 # A cancellation run in one of these states will still act on its order; the safety net
 # leaves such orders to it. Any other state (dead, or no run at all) means nobody will.
