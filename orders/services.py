@@ -271,24 +271,25 @@ def orders_cancel_unaccepted(*, order_ids: Sequence[int]) -> int:
     )
 
 
-def orders_cancel_overdue(*, batch_size: int = 500) -> int:
+def orders_cancel_overdue(*, batch_size: int | None = None) -> int:
     """The safety net: cancel orders still ``placed`` past their deadline, by the
     database's clock, whose cancellation run is missing or dead. Returns how many.
 
-    Batches of ``batch_size``, each its own transaction: the rows are taken with
-    FOR UPDATE SKIP LOCKED (an order being accepted right now is skipped, and two safety
-    nets never take the same rows), then cancelled with the same conditional UPDATE as
-    the delayed runs. Selection and UPDATE both ask the database's clock, which only
+    Batches of ``batch_size`` (None: the ORDER_CANCEL_BATCH_SIZE setting), each its own
+    transaction: the rows are taken with FOR UPDATE SKIP LOCKED (an order being accepted
+    right now is skipped, and two safety nets never take the same rows), then cancelled
+    with the same conditional UPDATE as the delayed runs. Selection and UPDATE both ask the database's clock, which only
     moves forward between them, so every order selected as overdue is still overdue.
     The tick's own logical time is not the judge: a scheduler whose clock runs ahead
     claims it early.
     """
+    size = batch_size or settings.ORDER_CANCEL_BATCH_SIZE
     cancelled = 0
     while True:
         with transaction.atomic():
-            ids = _overdue_order_ids(limit=batch_size)
+            ids = _overdue_order_ids(limit=size)
             cancelled += orders_cancel_unaccepted(order_ids=ids)
-        if len(ids) < batch_size:
+        if len(ids) < size:
             return cancelled
 
 

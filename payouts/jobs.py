@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
+
 from payouts.models import PAYOUT_JOB
 from payouts.selectors import ledger_problems, payout_paid_as_of, payout_totals, payouts_of_run
 from payouts.services import BatchProgress, payout_subject_parse, payouts_pay_due
@@ -61,6 +63,7 @@ def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
         now=now,
         restaurant_ids=payout_subject_parse(ctx.subject),
         on_batch=on_batch,
+        batch_size=settings.PAYOUT_BATCH_SIZE,
     )
     totals = payout_totals(payouts=payouts_of_run(run_id=ctx.run_id))
     return {

@@ -28,12 +28,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from orders.models import CommissionRateChange, Restaurant
 from payouts import sql
+from payouts.errors import PayoutError
 from payouts.models import PAYOUT_JOB, Payout
-from payouts.selectors import RESTAURANTS_PER_BATCH, payout_batches, payout_restaurant_ids, payout_weeks_due
+from payouts.selectors import payout_batches, payout_restaurant_ids, payout_weeks_due
 from scheduling.fencing import fence_check
 from scheduling.models import JobRun
 from scheduling.services import run_execute_here
@@ -45,10 +47,6 @@ PAYOUT_FENCE_RESOURCE = "payouts:ledger"
 # of the claim key: "restaurants:1-3,7".
 _SUBJECT_PREFIX = "restaurants:"
 _SUBJECT_MAX = JobRun._meta.get_field("subject").max_length or 200
-
-
-class PayoutError(Exception):
-    """A request the payout services refuse; the message is for the person who made it."""
 
 
 @dataclass(frozen=True)
@@ -81,9 +79,10 @@ def payouts_pay_due(
 
     ``now`` is the clock time the caller read at the edge: it becomes ``created_at`` of
     the rows (when they were written) and the fence row's ``updated_at``. ``restaurant_ids``
-    restricts the pass (None means every active restaurant).
+    restricts the pass (None means every active restaurant); ``batch_size`` is
+    restaurants per transaction (None: the PAYOUT_BATCH_SIZE setting).
     """
-    size = batch_size or RESTAURANTS_PER_BATCH
+    size = batch_size or settings.PAYOUT_BATCH_SIZE
     ids = payout_restaurant_ids(restaurant_ids=restaurant_ids)
     batches = payout_batches(ids=ids, restricted=restaurant_ids is not None, size=size)
     written = 0

@@ -26,11 +26,11 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
 
+from payouts.errors import PayoutError
 from payouts.models import PAYOUT_JOB
 from payouts.selectors import PayoutTotals, payout_orders_waiting, payout_totals, payouts_of_run, payouts_preview
 from payouts.services import (
     BatchProgress,
-    PayoutError,
     payout_catch_up_check,
     payout_catch_up_execute,
     payout_subject,
