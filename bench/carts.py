@@ -119,7 +119,8 @@ def database_clone(source: str, target: str) -> str:
 def toucher(url: str, out: Path, carts: int) -> None:
     """Work on random carts until SIGTERM; write what happened to ``out`` (JSON)."""
     django_setup(url)
-    from carts.services import CartNotFoundError, cart_add_item, cart_touch
+    from carts.errors import CartNotFoundError
+    from carts.services import cart_add_item, cart_touch
 
     stop = False
 

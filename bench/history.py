@@ -349,7 +349,7 @@ LOAD_CLAIM_JOB = "check-missed-runs"
 
 
 class _PruneTimeUp(Exception):
-    """Raised from the prune's after_batch callback (after a commit) to end the sample."""
+    """Raised from the prune's on_batch callback (after a commit) to end the sample."""
 
 
 def load_worker(url: str, stop: Any, out: Any) -> None:
@@ -452,7 +452,7 @@ def _prune_run(history_prune: Callable[..., Any], batch_size: int, seconds: floa
     started = time.perf_counter()
     deadline = started + seconds
 
-    def after_batch(total: Any) -> None:
+    def on_batch(total: Any) -> None:
         # As the prune-history job does: rest after each batch (not part of the batch).
         commits.append(time.perf_counter())
         totals.append(total)
@@ -463,7 +463,7 @@ def _prune_run(history_prune: Callable[..., Any], batch_size: int, seconds: floa
 
     wall_start = time.time()
     try:
-        history_prune(now=NOW, batch_size=batch_size, after_batch=after_batch)
+        history_prune(now=NOW, batch_size=batch_size, on_batch=on_batch)
         finished = True
     except _PruneTimeUp:
         finished = False

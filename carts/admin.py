@@ -39,7 +39,7 @@ class FreshnessFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet[Cart]) -> QuerySet[Cart] | None:
         if self.value() not in {"fresh", "stale"}:
             return queryset
-        cutoff = cart_stale_cutoff(now=clock.now(), stale_after=timedelta(days=settings.CART_STALE_DAYS))
+        cutoff = cart_stale_cutoff(as_of=clock.now(), stale_after=timedelta(days=settings.CART_STALE_DAYS))
         if self.value() == "stale":
             return queryset.filter(updated_at__lt=cutoff)
         return queryset.filter(updated_at__gte=cutoff)

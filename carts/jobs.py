@@ -13,26 +13,26 @@ from typing import Any
 
 from django.conf import settings
 
+from carts.models import CLEAN_CARTS_JOB
 from carts.selectors import cart_stale_cutoff
-from carts.services import CartCleanup, carts_delete_stale
+from carts.services import carts_delete_stale
 from scheduling.context import RunContext
 from scheduling.models import Misfire, Overlap
 from scheduling.registry import job
 
 
-@job("clean-carts", cron="0 2 * * *", timezone="UTC", misfire=Misfire.COALESCE, overlap=Overlap.FORBID, heartbeat=True)
+@job(
+    CLEAN_CARTS_JOB, cron="0 2 * * *", timezone="UTC", misfire=Misfire.COALESCE, overlap=Overlap.FORBID, heartbeat=True
+)
 def clean_carts(ctx: RunContext) -> dict[str, Any]:
     """Delete carts untouched for CART_STALE_DAYS before ``ctx.scheduled_for``.
 
     No fence: deleting a stale cart twice is harmless, and every delete re-checks that
     the cart is still stale, so a late or repeated run deletes nothing it should not.
     """
-    cutoff = cart_stale_cutoff(now=ctx.scheduled_for, stale_after=timedelta(days=settings.CART_STALE_DAYS))
-
-    def after_batch(_progress: CartCleanup) -> None:
-        ctx.heartbeat()  # raises RunLostError if this worker lost the run
-
-    result = carts_delete_stale(cutoff=cutoff, batch_size=settings.CART_CLEANUP_BATCH_SIZE, after_batch=after_batch)
+    cutoff = cart_stale_cutoff(as_of=ctx.scheduled_for, stale_after=timedelta(days=settings.CART_STALE_DAYS))
+    # batch_done heartbeats: it raises RunLostError if this worker lost the run.
+    result = carts_delete_stale(cutoff=cutoff, batch_size=settings.CART_CLEANUP_BATCH_SIZE, on_batch=ctx.batch_done)
     return {
         "cutoff": cutoff.isoformat(),
         "deleted_carts": result.carts,

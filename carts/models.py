@@ -5,6 +5,9 @@ from decimal import Decimal
 from django.db import models
 from django.db.models import Q
 
+# The job of this app (carts/jobs.py); reads and writes both name it.
+CLEAN_CARTS_JOB = "clean-carts"
+
 
 class Cart(models.Model):
     customer_ref = models.CharField(max_length=64)

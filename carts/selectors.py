@@ -16,13 +16,13 @@ class CartFreshness:
     stale: int  # untouched for longer than ``stale_after``: what the clean-up will delete
 
 
-def cart_stale_cutoff(*, now: datetime, stale_after: timedelta) -> datetime:
+def cart_stale_cutoff(*, as_of: datetime, stale_after: timedelta) -> datetime:
     """Carts with ``updated_at`` strictly before this instant are stale."""
-    return now - stale_after
+    return as_of - stale_after
 
 
-def cart_freshness(*, now: datetime, stale_after: timedelta) -> CartFreshness:
-    cutoff = cart_stale_cutoff(now=now, stale_after=stale_after)
+def cart_freshness(*, as_of: datetime, stale_after: timedelta) -> CartFreshness:
+    cutoff = cart_stale_cutoff(as_of=as_of, stale_after=stale_after)
     counts = Cart.objects.aggregate(
         stale=Count("id", filter=Q(updated_at__lt=cutoff)),
         fresh=Count("id", filter=Q(updated_at__gte=cutoff)),

@@ -22,28 +22,12 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
 from carts import sql
+from carts.errors import CartItemNotFoundError, CartNotFoundError
 from carts.models import Cart, CartItem
 from tiffin.validators import require_aware
 
 _SKU_MAX = CartItem._meta.get_field("sku").max_length or 64
 _CUSTOMER_REF_MAX = Cart._meta.get_field("customer_ref").max_length or 64
-
-
-class CartError(Exception):
-    """Base of the errors a caller can cause through the cart services."""
-
-
-class CartNotFoundError(CartError, LookupError):
-    def __init__(self, cart_id: int) -> None:
-        self.cart_id = cart_id
-        super().__init__(f"cart {cart_id} does not exist")
-
-
-class CartItemNotFoundError(CartError, LookupError):
-    def __init__(self, *, cart_id: int, sku: str) -> None:
-        self.cart_id = cart_id
-        self.sku = sku
-        super().__init__(f"cart {cart_id} has no item {sku!r}")
 
 
 def cart_create(*, customer_ref: str, now: datetime) -> Cart:
@@ -117,7 +101,7 @@ class CartCleanup:
 
 
 def carts_delete_stale(
-    *, cutoff: datetime, batch_size: int, after_batch: Callable[[CartCleanup], None] | None = None
+    *, cutoff: datetime, batch_size: int, on_batch: Callable[[CartCleanup], None] | None = None
 ) -> CartCleanup:
     """Delete carts (and their items) whose ``updated_at`` is before ``cutoff``.
 
@@ -152,8 +136,8 @@ def carts_delete_stale(
             return total
         after_id = picked[-1]
         total = CartCleanup(carts=total.carts + carts, items=total.items + items, batches=total.batches + 1)
-        if after_batch is not None:
-            after_batch(total)
+        if on_batch is not None:
+            on_batch(total)
         if len(picked) < batch_size:
             return total
 

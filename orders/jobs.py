@@ -14,12 +14,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from orders.services import (
-    CANCEL_STALE_ORDER_JOB,
-    order_id_from_subject,
-    orders_cancel_overdue,
-    orders_cancel_unaccepted,
-)
+from django.conf import settings
+
+from orders.models import CANCEL_STALE_ORDER_JOB, CANCEL_STALE_ORDERS_JOB
+from orders.services import order_id_from_subject, orders_cancel_overdue, orders_cancel_unaccepted
 from scheduling.context import RunContext
 from scheduling.models import Misfire, Overlap
 from scheduling.registry import job
@@ -63,7 +61,7 @@ def _order_ids(batch: list[RunContext]) -> tuple[list[int], list[str]]:
 
 
 @job(
-    "cancel-stale-orders",
+    CANCEL_STALE_ORDERS_JOB,
     cron="*/5 * * * *",
     timezone="UTC",
     misfire=Misfire.DEADLINE,
@@ -72,5 +70,5 @@ def _order_ids(batch: list[RunContext]) -> tuple[list[int], list[str]]:
 )
 def cancel_stale_orders(ctx: RunContext) -> dict[str, Any]:
     """Cancel orders past their deadline (by the database's clock) whose run is missing or dead."""
-    cancelled = orders_cancel_overdue()
+    cancelled = orders_cancel_overdue(batch_size=settings.ORDER_CANCEL_BATCH_SIZE)
     return {"as_of": ctx.scheduled_for.isoformat(), "cancelled": cancelled}

@@ -7,6 +7,12 @@ from django.db.models import Q
 
 from tiffin.validators import validate_time_zone
 
+# The jobs of this app (orders/jobs.py); reads and writes both name them.
+CANCEL_STALE_ORDER_JOB = "cancel-stale-order"
+CANCEL_STALE_ORDERS_JOB = "cancel-stale-orders"
+# What an order the stale-order cancellation cancelled records as its reason.
+STALE_CANCEL_REASON = "not accepted in time"
+
 
 class Restaurant(models.Model):
     name = models.CharField(max_length=200)

@@ -7,7 +7,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 from django.db.models import Count, Sum
 
-from orders.models import Order, OrderStatus, Restaurant
+from orders.models import CANCEL_STALE_ORDER_JOB, STALE_CANCEL_REASON, Order, OrderStatus, Restaurant
 from scheduling.models import JobRun
 
 CENT = Decimal("0.01")
@@ -61,9 +61,6 @@ def order_delivered_gross_total() -> Decimal:
 def order_cancellations_overview() -> dict[str, int]:
     """The stale-order cancellation at a glance: orders it cancelled, and its delayed
     runs by status (``runs_<status>``)."""
-    # Imported here: orders.services imports this module.
-    from orders.services import CANCEL_STALE_ORDER_JOB, STALE_CANCEL_REASON
-
     runs = JobRun.objects.filter(job_name=CANCEL_STALE_ORDER_JOB).order_by().values("status").annotate(n=Count("id"))
     cancelled = Order.objects.filter(status=OrderStatus.CANCELLED, cancel_reason=STALE_CANCEL_REASON).count()
     return {"cancelled_not_accepted_in_time": cancelled, **{f"runs_{row['status']}": row["n"] for row in runs}}

@@ -36,29 +36,24 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import CharField, Exists, OuterRef, Value
-from django.db.models.functions import Cast, Concat
+from django.db.models import OuterRef
 
 from orders.errors import LedgerError, OrderError, OrderNotFoundError, OrderTransitionError, RestaurantNotFoundError
-from orders.models import CommissionRateChange, Order, OrderStatus, Restaurant
+from orders.models import (
+    CANCEL_STALE_ORDER_JOB,
+    STALE_CANCEL_REASON,
+    CommissionRateChange,
+    Order,
+    OrderStatus,
+    Restaurant,
+)
 from orders.selectors import order_status_get, restaurant_paid_through
-from scheduling.models import JobRun, RunStatus
+from scheduling.selectors import run_in_flight_exists
 from scheduling.services import run_schedule_delayed
 from tiffin import clock
 from tiffin.validators import require_aware, validate_time_zone
 
-CANCEL_STALE_ORDER_JOB = "cancel-stale-order"
-STALE_CANCEL_REASON = "not accepted in time"
 _SUBJECT_PREFIX = "order:"
-# A cancellation run in one of these states will still act on its order; the safety net
-# leaves such orders to it. Any other state (dead, or no run at all) means nobody will.
-_LIVE_RUN_STATUSES = (
-    RunStatus.SCHEDULED,
-    RunStatus.ENQUEUED,
-    RunStatus.RUNNING,
-    RunStatus.FAILED,
-    RunStatus.ABANDONED,
-)
 
 _NAME_MAX = Restaurant._meta.get_field("name").max_length or 200
 _CUSTOMER_REF_MAX = Order._meta.get_field("customer_ref").max_length or 64
@@ -266,37 +261,36 @@ def orders_cancel_unaccepted(*, order_ids: Sequence[int]) -> int:
     )
 
 
-def orders_cancel_overdue(*, batch_size: int = 500) -> int:
+def orders_cancel_overdue(*, batch_size: int | None = None) -> int:
     """The safety net: cancel orders still ``placed`` past their deadline, by the
     database's clock, whose cancellation run is missing or dead. Returns how many.
 
-    Batches of ``batch_size``, each its own transaction: the rows are taken with
-    FOR UPDATE SKIP LOCKED (an order being accepted right now is skipped, and two safety
-    nets never take the same rows), then cancelled with the same conditional UPDATE as
-    the delayed runs. Selection and UPDATE both ask the database's clock, which only
+    Batches of ``batch_size`` (None: the ORDER_CANCEL_BATCH_SIZE setting), each its own
+    transaction: the rows are taken with FOR UPDATE SKIP LOCKED (an order being accepted
+    right now is skipped, and two safety nets never take the same rows), then cancelled
+    with the same conditional UPDATE as the delayed runs. Selection and UPDATE both ask the database's clock, which only
     moves forward between them, so every order selected as overdue is still overdue.
     The tick's own logical time is not the judge: a scheduler whose clock runs ahead
     claims it early.
     """
+    size = batch_size or settings.ORDER_CANCEL_BATCH_SIZE
     cancelled = 0
     while True:
         with transaction.atomic():
-            ids = _overdue_order_ids(limit=batch_size)
+            ids = _overdue_order_ids(limit=size)
             cancelled += orders_cancel_unaccepted(order_ids=ids)
-        if len(ids) < batch_size:
+        if len(ids) < size:
             return cancelled
 
 
 def _overdue_order_ids(*, limit: int) -> list[int]:
     # WHERE status = 'placed' AND placed_at <= <database now - timeout> is served by the
     # partial index order_placed_pending (the overdue orders, oldest first; the bound is
-    # stable within the statement, so it bounds the index scan). The NOT EXISTS is served by
-    # job_run_claim_key (job_name, subject), or, while few runs are live, by one scan of
-    # job_run_status that PostgreSQL then keeps in memory.
-    live_run = JobRun.objects.filter(
-        job_name=CANCEL_STALE_ORDER_JOB,
-        subject=Concat(Value(_SUBJECT_PREFIX), Cast(OuterRef("id"), output_field=CharField())),
-        status__in=_LIVE_RUN_STATUSES,
+    # stable within the statement, so it bounds the index scan). A cancellation run still in
+    # flight will act on its order, so the safety net leaves such orders to it; any other
+    # state (dead, or no run at all) means nobody will.
+    live_run = run_in_flight_exists(
+        job_name=CANCEL_STALE_ORDER_JOB, subject_prefix=_SUBJECT_PREFIX, subject_id=OuterRef("id")
     )
     return list(
         Order.objects.select_for_update(skip_locked=True, of=("self",))
@@ -304,7 +298,7 @@ def _overdue_order_ids(*, limit: int) -> list[int]:
             status=OrderStatus.PLACED,
             placed_at__lte=clock.DatabaseNow(minus_seconds=settings.ORDER_ACCEPT_TIMEOUT_SECONDS),
         )
-        .filter(~Exists(live_run))
+        .filter(~live_run)
         .order_by("placed_at", "id")
         .values_list("id", flat=True)[:limit]
     )

@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
+
 from payouts.models import PAYOUT_JOB
 from payouts.selectors import ledger_problems, payout_paid_as_of, payout_totals, payouts_of_run
 from payouts.services import BatchProgress, payout_subject_parse, payouts_pay_due
@@ -19,8 +21,7 @@ from scheduling.monitoring import CheckWindow, Problem, invariant
 from scheduling.registry import job
 from tiffin import clock
 
-# catch_up_payouts shows these records as a progress display.
-progress_logger = logging.getLogger("payouts.progress")
+logger = logging.getLogger(__name__)
 
 
 @job(
@@ -44,16 +45,15 @@ def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
     """
     now = clock.now()
 
-    def after_batch(progress: BatchProgress) -> None:
-        ctx.heartbeat()  # raises RunLostError if this worker lost the run
-        progress_logger.info(
+    def on_batch(progress: BatchProgress) -> None:
+        ctx.batch_done(progress)  # heartbeats; catch_up_payouts shows it as its progress
+        logger.info(
             "payouts batch %s/%s: %s of %s restaurants, %s payouts written",
             progress.batches_done,
             progress.batches,
             progress.restaurants_done,
             progress.restaurants,
             progress.written,
-            extra={"progress": progress},
         )
 
     result = payouts_pay_due(
@@ -62,7 +62,8 @@ def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
         job_run_id=ctx.run_id,
         now=now,
         restaurant_ids=payout_subject_parse(ctx.subject),
-        on_batch=after_batch,
+        on_batch=on_batch,
+        batch_size=settings.PAYOUT_BATCH_SIZE,
     )
     totals = payout_totals(payouts=payouts_of_run(run_id=ctx.run_id))
     return {

@@ -28,12 +28,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from orders.models import CommissionRateChange, Restaurant
 from payouts import sql
+from payouts.errors import PayoutError
 from payouts.models import PAYOUT_JOB, Payout
-from payouts.selectors import RESTAURANTS_PER_BATCH, payout_batches, payout_restaurant_ids, payout_weeks_due
+from payouts.selectors import payout_batches, payout_restaurant_ids, payout_weeks_due
 from scheduling.fencing import fence_check
 from scheduling.models import JobRun
 from scheduling.services import run_execute_here
@@ -45,10 +47,6 @@ PAYOUT_FENCE_RESOURCE = "payouts:ledger"
 # of the claim key: "restaurants:1-3,7".
 _SUBJECT_PREFIX = "restaurants:"
 _SUBJECT_MAX = JobRun._meta.get_field("subject").max_length or 200
-
-
-class PayoutError(Exception):
-    """A request the payout services refuse; the message is for the person who made it."""
 
 
 @dataclass(frozen=True)
@@ -81,9 +79,10 @@ def payouts_pay_due(
 
     ``now`` is the clock time the caller read at the edge: it becomes ``created_at`` of
     the rows (when they were written) and the fence row's ``updated_at``. ``restaurant_ids``
-    restricts the pass (None means every active restaurant).
+    restricts the pass (None means every active restaurant); ``batch_size`` is
+    restaurants per transaction (None: the PAYOUT_BATCH_SIZE setting).
     """
-    size = batch_size or RESTAURANTS_PER_BATCH
+    size = batch_size or settings.PAYOUT_BATCH_SIZE
     ids = payout_restaurant_ids(restaurant_ids=restaurant_ids)
     batches = payout_batches(ids=ids, restricted=restaurant_ids is not None, size=size)
     written = 0
@@ -180,7 +179,12 @@ def payout_catch_up_check(*, as_of: datetime, restaurant_ids: Sequence[int] | No
 
 
 def payout_catch_up_execute(
-    *, as_of: datetime, restaurant_ids: Sequence[int] | None, now: datetime, worker: str
+    *,
+    as_of: datetime,
+    restaurant_ids: Sequence[int] | None,
+    now: datetime,
+    worker: str,
+    on_batch: Callable[[BatchProgress], None] | None = None,
 ) -> JobRun | None:
     """Claim a manual ``weekly-payouts`` run as of ``as_of`` and execute it here.
 
@@ -188,6 +192,7 @@ def payout_catch_up_execute(
     subject, scheduled_for), with the restriction in the subject. Returns None when that
     exact catch-up was claimed before; raises RunCannotStartError, with nothing claimed,
     when it would have to wait behind another payout run (see ``run_execute_here``).
+    ``on_batch`` hears of each batch the run pays.
     """
     payout_catch_up_check(as_of=as_of, restaurant_ids=restaurant_ids, now=now)
     return run_execute_here(
@@ -196,4 +201,5 @@ def payout_catch_up_execute(
         now=now,
         worker=worker,
         subject=payout_subject(restaurant_ids=restaurant_ids),
+        on_batch=on_batch,
     )

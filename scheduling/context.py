@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from scheduling.fencing import fence_check
 from scheduling.models import JobRun, RunStatus
@@ -24,6 +26,9 @@ class RunContext:
     fence: int
     attempt: int
     trigger: str
+    # What the caller executing the run here wants after each batch (catch_up_payouts'
+    # progress display); None when a worker runs it. See ``batch_done``.
+    on_batch: Callable[[Any], None] | None = field(default=None, compare=False, repr=False)
 
     def fence_check(self, resource: str) -> None:
         """``scheduling.fencing.fence_check`` for this run: call it inside the transaction
@@ -41,3 +46,10 @@ class RunContext:
         )
         if changed != 1:
             raise RunLostError(f"run {self.run_id} (fence {self.fence}) is no longer running on this worker")
+
+    def batch_done(self, progress: Any) -> None:
+        """Pass it as a long handler's ``on_batch``: after each batch, heartbeat (raising
+        RunLostError if the run is no longer ours), then hand the progress to the caller."""
+        self.heartbeat()
+        if self.on_batch is not None:
+            self.on_batch(progress)

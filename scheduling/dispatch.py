@@ -25,14 +25,12 @@ from django.db.models import Min
 
 from scheduling import cron, sql
 from scheduling.events import runs_record
-from scheduling.models import JobRun, RunStatus, Schedule, Trigger
+from scheduling.models import DUE_STATUSES, JobRun, RunStatus, Schedule, Trigger
 from scheduling.policies import PlannedTick, misfire_plan
 from scheduling.queue import enqueue_runs
 from scheduling.registry import Job, registry
 from scheduling.schedules import schedules_ensure
 from scheduling.transitions import runs_fail
-
-DUE_STATUSES = (RunStatus.SCHEDULED, RunStatus.FAILED, RunStatus.ABANDONED)
 
 
 @dataclass(frozen=True)

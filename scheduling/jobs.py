@@ -40,11 +40,9 @@ def prune_history(ctx: RunContext) -> dict[str, Any]:
     nothing more than the on-time one did, so a second run of the same tick deletes nothing.
     """
 
-    def after_batch(_progress: HistoryPrune) -> None:
-        ctx.heartbeat()  # raises RunLostError if this worker lost the run
+    def on_batch(progress: HistoryPrune) -> None:
+        ctx.batch_done(progress)  # heartbeats: raises RunLostError if this worker lost the run
         time.sleep(settings.SCHEDULER_PRUNE_PAUSE_SECONDS)  # leave the database to everyday writes
 
-    pruned = history_prune(
-        now=ctx.scheduled_for, batch_size=settings.SCHEDULER_PRUNE_BATCH_SIZE, after_batch=after_batch
-    )
+    pruned = history_prune(now=ctx.scheduled_for, batch_size=settings.SCHEDULER_PRUNE_BATCH_SIZE, on_batch=on_batch)
     return pruned.as_dict()

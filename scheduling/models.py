@@ -40,10 +40,18 @@ class RunStatus(models.TextChoices):
     SUPERSEDED = "superseded", "Superseded"
 
 
-# States a run never leaves on its own.
-FINAL_STATUSES = (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.SKIPPED, RunStatus.SUPERSEDED)
-# States in which a run is waiting for a retry (due_at is the time of the next attempt).
+# The groups of statuses the engine's queries and partial indexes name; each is spelled
+# here once.
+# Waiting for a retry: due_at is the time of the next attempt.
 RETRY_STATUSES = (RunStatus.FAILED, RunStatus.ABANDONED)
+# Waiting for due_at, then for the scheduler to enqueue it (index job_run_due).
+DUE_STATUSES = (RunStatus.SCHEDULED, *RETRY_STATUSES)
+# With a worker, or handed to the queue for one (index job_run_live).
+LIVE_STATUSES = (RunStatus.ENQUEUED, RunStatus.RUNNING)
+# Not finished: the run will still act (both indexes above).
+IN_FLIGHT_STATUSES = (*LIVE_STATUSES, *DUE_STATUSES)
+# Never left on its own (index job_run_finished).
+FINAL_STATUSES = (RunStatus.SUCCEEDED, RunStatus.SKIPPED, RunStatus.SUPERSEDED, RunStatus.DEAD)
 
 
 class Trigger(models.TextChoices):
@@ -133,14 +141,14 @@ class JobRun(models.Model):
             models.Index(
                 fields=["due_at"],
                 name="job_run_due",
-                condition=Q(status__in=["scheduled", "failed", "abandoned"]),
+                condition=Q(status__in=list(DUE_STATUSES)),
             ),
             # Overlap decisions, queue hand-off and the heartbeat sweep: the live runs of a job,
             # WHERE job_name = ? AND status IN ('enqueued','running').
             models.Index(
                 fields=["job_name", "status"],
                 name="job_run_live",
-                condition=Q(status__in=["enqueued", "running"]),
+                condition=Q(status__in=list(LIVE_STATUSES)),
             ),
             # Admin list filtered by status, newest first.
             models.Index(fields=["status", "scheduled_for"], name="job_run_status"),
@@ -168,7 +176,7 @@ class JobRun(models.Model):
             models.Index(
                 fields=["finished_at", "id"],
                 name="job_run_finished",
-                condition=Q(status__in=["succeeded", "skipped", "superseded", "dead"]),
+                condition=Q(status__in=list(FINAL_STATUSES)),
             ),
         ]
         permissions = [("rerun_jobrun", "Can re-run an abandoned or dead run")]

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from scheduling import cron
-from scheduling.models import JobRun, ProblemKind, RunStatus, Schedule
+from scheduling.models import IN_FLIGHT_STATUSES, JobRun, ProblemKind, RunStatus, Schedule
 from scheduling.registry import Job, registry
 
 # A heartbeating run is "overrunning" once it has run this many times its recent median.
@@ -138,13 +138,12 @@ def _job_ticks_unclaimed(*, job: Job, schedule: Schedule, window: CheckWindow) -
     ]
 
 
-# Served by the partial indexes job_run_live (enqueued, running) and job_run_due
-# (scheduled, failed, abandoned): both hold only runs in flight, so they stay small.
-IN_FLIGHT = (RunStatus.ENQUEUED, RunStatus.RUNNING, RunStatus.SCHEDULED, RunStatus.FAILED, RunStatus.ABANDONED)
-
-
 def runs_in_flight(*, window: CheckWindow) -> list[Problem]:
-    runs = JobRun.objects.filter(status__in=IN_FLIGHT).exclude(status=RunStatus.SCHEDULED, due_at__gt=window.horizon)
+    # Served by the partial indexes job_run_live and job_run_due: both hold only runs in
+    # flight, so they stay small.
+    runs = JobRun.objects.filter(status__in=IN_FLIGHT_STATUSES).exclude(
+        status=RunStatus.SCHEDULED, due_at__gt=window.horizon
+    )
     problems = (_in_flight_problem(run, window=window) for run in runs.order_by("scheduled_for", "id"))
     return [problem for problem in problems if problem is not None]
 

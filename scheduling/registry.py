@@ -2,11 +2,11 @@
 
 Apps declare their jobs in their own ``jobs.py``::
 
-    @job("clean-carts", cron="0 2 * * *", misfire=Misfire.COALESCE, overlap=Overlap.FORBID)
+    @job(CLEAN_CARTS_JOB, cron="0 2 * * *", misfire=Misfire.COALESCE, overlap=Overlap.FORBID)
     def clean_carts(ctx: RunContext) -> dict[str, int]: ...
 
-    @job("cancel-stale-order", delayed=True, batch_size=200)
-    def cancel_stale_orders(batch: list[RunContext]) -> dict[str, int]: ...
+    @job(CANCEL_STALE_ORDER_JOB, delayed=True, batch_size=200)
+    def cancel_stale_order(batch: list[RunContext]) -> dict[str, int]: ...
 
 ``retention_days`` says how long its finished runs are kept (default: the setting;
 None: forever). A job is either a cron job (five-field expression, optional IANA zone) or a delayed job
@@ -14,6 +14,22 @@ None: forever). A job is either a cron job (five-field expression, optional IANA
 contexts, so one worker task executes many due runs with set-based statements.
 Validation happens in the system check (``scheduling.checks``), so a bad declaration
 stops the process at start with the job's name in the message.
+
+The convention every job app follows (``orders``, ``carts``, ``payouts``; a new one too):
+
+1. Job names are constants in the app's ``models.py`` (``PAYOUT_JOB``,
+   ``CLEAN_CARTS_JOB``), so ``jobs.py``, ``services.py`` and ``selectors.py`` all name
+   them without a read importing a write.
+2. ``services.py`` writes and ``selectors.py`` reads; selectors never import services.
+3. The errors a caller can cause live in the app's ``errors.py``, each with its message.
+4. The handler passes the logical time on as ``as_of=ctx.scheduled_for`` (never as
+   ``now``): ``now`` is the clock, read at the edge.
+5. Batch sizes come from a setting with a documented default (``PAYOUT_BATCH_SIZE``,
+   ``CART_CLEANUP_BATCH_SIZE``, ``ORDER_CANCEL_BATCH_SIZE``), which the job passes as the
+   service's ``batch_size``.
+6. A service that works in batches reports each through ``on_batch``; a handler passes
+   ``ctx.batch_done``, which heartbeats and tells a caller that executes the run in its
+   own process (``catch_up_payouts``' progress display).
 """
 
 from __future__ import annotations

@@ -82,26 +82,26 @@ class HistoryPrune:
         return HistoryPrune(**{name: value + getattr(other, name) for name, value in asdict(self).items()})
 
 
-AfterBatch = Callable[[HistoryPrune], None]
+OnBatch = Callable[[HistoryPrune], None]
 
 
-def history_prune(*, now: datetime, batch_size: int, after_batch: AfterBatch | None = None) -> HistoryPrune:
+def history_prune(*, now: datetime, batch_size: int, on_batch: OnBatch | None = None) -> HistoryPrune:
     """Delete what retention allows as of ``now`` (see the module doc for the steps);
-    ``after_batch`` gets the running totals after each committed batch."""
+    ``on_batch`` gets the running totals after each committed batch."""
     total = HistoryPrune()
 
     def progress(step: HistoryPrune) -> None:
         nonlocal total
         total += step
-        if after_batch is not None:
-            after_batch(total)
+        if on_batch is not None:
+            on_batch(total)
 
     for rule in prune_rules(now=now):
-        runs_prune(rule=rule, batch_size=batch_size, after_batch=progress)
+        runs_prune(rule=rule, batch_size=batch_size, on_batch=progress)
     run_cutoff, dead_cutoff = _cutoffs(now=now)
     rows_prune(Task.objects.filter(success=True, stopped__lt=run_cutoff), "task_results", batch_size, progress)
     rows_prune(Task.objects.filter(success=False, stopped__lt=dead_cutoff), "task_results", batch_size, progress)
-    queue_prune(now=now, batch_size=batch_size, after_batch=progress)
+    queue_prune(now=now, batch_size=batch_size, on_batch=progress)
     resolved = now - timedelta(days=settings.SCHEDULER_ALERT_RETENTION_DAYS)
     rows_prune(RunAlert.objects.filter(resolved_at__lt=resolved), "alerts", batch_size, progress)
     unseen = now - timedelta(days=settings.SCHEDULER_NODE_RETENTION_DAYS)
@@ -137,7 +137,7 @@ def prune_rules(*, now: datetime) -> list[sql.PruneRule]:
     return rules
 
 
-def runs_prune(*, rule: sql.PruneRule, batch_size: int, after_batch: AfterBatch) -> None:
+def runs_prune(*, rule: sql.PruneRule, batch_size: int, on_batch: OnBatch) -> None:
     """Delete the runs ``rule`` allows, ``batch_size`` at a time, oldest finished first.
 
     Each batch is one transaction: pick (locked on PostgreSQL, skipping rows others
@@ -153,12 +153,12 @@ def runs_prune(*, rule: sql.PruneRule, batch_size: int, after_batch: AfterBatch)
                 return
             runs, cascaded = sql.prunable_runs_delete(rule, run_ids=[run_id for _, run_id in picked])
         after = picked[-1]
-        after_batch(HistoryPrune(runs=runs, cascaded=cascaded, batches=1))
+        on_batch(HistoryPrune(runs=runs, cascaded=cascaded, batches=1))
         if len(picked) < batch_size:
             return
 
 
-def rows_prune(queryset: QuerySet[Any], field: str, batch_size: int, after_batch: AfterBatch) -> None:
+def rows_prune(queryset: QuerySet[Any], field: str, batch_size: int, on_batch: OnBatch) -> None:
     """Delete the rows of ``queryset`` in primary-key batches, each re-checking its filter
     in its own transaction (django-q2's tables, alerts and nodes have no rows pointing at them)."""
     while True:
@@ -169,12 +169,12 @@ def rows_prune(queryset: QuerySet[Any], field: str, batch_size: int, after_batch
             if not picked:
                 return
             deleted, _ = queryset.filter(pk__in=picked).delete()
-        after_batch(HistoryPrune(**{field: deleted, "batches": 1}))
+        on_batch(HistoryPrune(**{field: deleted, "batches": 1}))
         if len(picked) < batch_size:
             return
 
 
-def queue_prune(*, now: datetime, batch_size: int, after_batch: AfterBatch) -> None:
+def queue_prune(*, now: datetime, batch_size: int, on_batch: OnBatch) -> None:
     """Delete django-q2 queue entries that can no longer start anything.
 
     A task starts its runs only if they are ``enqueued`` (the start is conditional), and
@@ -198,7 +198,7 @@ def queue_prune(*, now: datetime, batch_size: int, after_batch: AfterBatch) -> N
             stale = _entries_stale(entries)
             deleted, _ = OrmQ.objects.filter(id__in=stale, lock__lt=waited).delete() if stale else (0, {})
         after_id = entries[-1].id
-        after_batch(HistoryPrune(queued_tasks=deleted, batches=1))
+        on_batch(HistoryPrune(queued_tasks=deleted, batches=1))
         if len(entries) < batch_size:
             return
 

@@ -7,10 +7,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Max
+from django.db.models import CharField, Exists, Expression, Max, OuterRef, Value
+from django.db.models.functions import Cast, Concat
 
 from scheduling import cron
-from scheduling.models import JobRun, RunStatus, Schedule, SchedulerNode
+from scheduling.models import IN_FLIGHT_STATUSES, RETRY_STATUSES, JobRun, RunStatus, Schedule, SchedulerNode
 from scheduling.registry import Job, registry
 
 
@@ -41,6 +42,16 @@ def job_last_run(*, job_name: str) -> JobRun | None:
     return (
         JobRun.objects.filter(job_name=job_name).exclude(status="scheduled").order_by("-scheduled_for", "-id").first()
     )
+
+
+def run_in_flight_exists(*, job_name: str, subject_prefix: str, subject_id: OuterRef | Expression) -> Exists:
+    """Whether ``job_name`` has a run that will still act (not finished) about the subject
+    ``<subject_prefix><subject_id>``, for filtering the rows the subjects name:
+    ``subject_id`` is an expression such as ``OuterRef("id")``. Served by job_run_claim_key
+    (job_name, subject), or, while few runs are in flight, by one scan of job_run_status
+    that PostgreSQL then keeps in memory."""
+    subject = Concat(Value(subject_prefix), Cast(subject_id, output_field=CharField()))
+    return Exists(JobRun.objects.filter(job_name=job_name, subject=subject, status__in=IN_FLIGHT_STATUSES))
 
 
 def scheduler_last_pass_at() -> datetime | None:
@@ -89,7 +100,7 @@ class RunState:
             return f"enqueued, and no worker has taken it for {self.seconds_waiting} s (is a worker running?)"
         if run.status == RunStatus.RUNNING:
             return self._running_explained()
-        if run.status in (RunStatus.FAILED, RunStatus.ABANDONED):
+        if run.status in RETRY_STATUSES:
             return f"{run.status} after attempt {run.attempts}; its next attempt is due at {run.due_at.isoformat()}"
         if run.status == RunStatus.SKIPPED:
             return f"skipped ({run.get_skip_reason_display() or 'no reason recorded'})"

@@ -3,8 +3,11 @@ pause and resume, re-runs. Each is a keyword-only function; the caller passes ``
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 
@@ -133,7 +136,13 @@ def _manual_run_check(*, job: Job, scheduled_for: datetime, now: datetime) -> No
 
 
 def run_execute_here(
-    *, job_name: str, scheduled_for: datetime, now: datetime, worker: str, subject: str = ""
+    *,
+    job_name: str,
+    scheduled_for: datetime,
+    now: datetime,
+    worker: str,
+    subject: str = "",
+    on_batch: Callable[[Any], None] | None = None,
 ) -> JobRun | None:
     """Claim one logical run by hand and execute it in this process (``run_job --sync``,
     ``catch_up_payouts``); return it finished, or None when that run was claimed before.
@@ -149,6 +158,7 @@ def run_execute_here(
     3. Otherwise claim (trigger ``manual``, no task) and start it in the same
        transaction, then call the handler after the start has committed, as a worker
        does: if this process dies mid-run, the run is abandoned and retried like any other.
+       A handler that reports its batches (``ctx.batch_done``) reaches ``on_batch``.
     """
     job = registry.get(job_name)
     _manual_run_check(job=job, scheduled_for=scheduled_for, now=now)
@@ -170,7 +180,7 @@ def run_execute_here(
             raise SchedulingError(f"run {run.id} of {job.name} could not be started; nothing was claimed")
     if run is None:
         return None
-    runs_call_handler(job=job, contexts=contexts)
+    runs_call_handler(job=job, contexts=[dataclasses.replace(c, on_batch=on_batch) for c in contexts])
     run.refresh_from_db()
     return run
 

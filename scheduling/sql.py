@@ -16,7 +16,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, models
 
-from scheduling.models import JobRun
+from scheduling.models import FINAL_STATUSES, JobRun
 from tiffin.db import adapt
 
 # Namespace for the two-key advisory locks, so they never collide with another app's.
@@ -128,9 +128,9 @@ class PruneRule:
     other_jobs: bool  # ... or, when True, every job but those
 
 
-# The statuses a run never leaves on its own (models.FINAL_STATUSES); the partial index
-# job_run_finished holds exactly these.
-_FINAL = "('succeeded', 'skipped', 'superseded', 'dead')"
+# The statuses a run never leaves on its own; the partial index job_run_finished holds
+# exactly these: "('succeeded', 'skipped', 'superseded', 'dead')".
+_FINAL = "({})".format(", ".join(f"'{status}'" for status in FINAL_STATUSES))
 
 
 def _references() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:

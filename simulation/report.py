@@ -32,11 +32,10 @@ from payouts.models import Payout
 from payouts.selectors import ledger_problems, payout_paid_as_of
 from payouts.weeks import weeks_finished
 from scheduling import cron
-from scheduling.models import JobKind, JobRun, JobRunEvent, RunStatus, Schedule, SchedulerNode, Trigger
+from scheduling.models import RETRY_STATUSES, JobKind, JobRun, JobRunEvent, RunStatus, Schedule, SchedulerNode, Trigger
 from simulation.models import ProbeCharge
 
 CENT = Decimal("0.01")
-RETRY_STATUSES = (RunStatus.FAILED, RunStatus.ABANDONED)
 TRAFFIC_CUSTOMERS = "rush-"  # customer_ref prefix of the orders simulate_orders places
 
 

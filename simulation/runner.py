@@ -22,7 +22,7 @@ from pathlib import Path
 from django.db import close_old_connections
 from django.db.models import QuerySet
 
-from scheduling.models import JobRun, RunStatus
+from scheduling.models import LIVE_STATUSES, JobRun, RunStatus
 from simulation.processes import Fleet, Process, SimulatedTime, wait_for
 
 # The run a crash or a pause is aimed at (it lasts three minutes of every ten).
@@ -213,7 +213,7 @@ class Simulation:
             if process.alive() and "SIGSTOP" in process.signals:
                 process.send(signal.SIGCONT)
         self.fleet.stop([*self.fleet.named("scheduler-"), *self.fleet.named("orders")])
-        live = JobRun.objects.filter(status__in=(RunStatus.ENQUEUED, RunStatus.RUNNING))
+        live = JobRun.objects.filter(status__in=LIVE_STATUSES)
         try:
             wait_for(lambda: _count_fresh(live) == 0, timeout=DRAIN_SECONDS, interval=0.2, what="runs finishing")
             drained = True

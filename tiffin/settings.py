@@ -45,6 +45,10 @@ INSTALLED_APPS = [
     "orders.apps.OrdersConfig",
     "carts.apps.CartsConfig",
     "payouts.apps.PayoutsConfig",
+    # The demo's commands (no tables), and ``simulate``, installed everywhere so it runs on
+    # any migrated database: one empty probe table; its probe jobs only exist in the
+    # processes it starts (SCHEDULING_EXTRA_JOB_MODULES).
+    "demo.apps.DemoConfig",
     "simulation.apps.SimulationConfig",
 ]
 
@@ -148,7 +152,14 @@ ORDER_ACCEPT_TIMEOUT_SECONDS = env_int("ORDER_ACCEPT_TIMEOUT_SECONDS", 600, mini
 # A business week is payable once its end plus this delay has passed.
 PAYOUT_SETTLEMENT_DELAY_SECONDS = env_int("PAYOUT_SETTLEMENT_DELAY_SECONDS", 1800, minimum=0)
 CART_STALE_DAYS = env_int("CART_STALE_DAYS", 7, minimum=1)
+# Rows per transaction of each job's batches (a job passes its own to its service).
+# Carts deleted per clean-up batch.
 CART_CLEANUP_BATCH_SIZE = env_int("CART_CLEANUP_BATCH_SIZE", 5000, minimum=1)
+# Restaurants paid per transaction: large enough that the per-statement overhead
+# vanishes, small enough that one batch holds its locks for well under a second.
+PAYOUT_BATCH_SIZE = env_int("PAYOUT_BATCH_SIZE", 2500, minimum=1)
+# Overdue orders the stale-order safety net cancels per transaction.
+ORDER_CANCEL_BATCH_SIZE = env_int("ORDER_CANCEL_BATCH_SIZE", 500, minimum=1)
 
 # --- Scheduling engine ----------------------------------------------------------------
 # Longest sleep of the scheduler loop, so a new delayed run is noticed within this time.

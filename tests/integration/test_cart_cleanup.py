@@ -13,8 +13,9 @@ import time_machine
 from django.db import connection, transaction
 
 from carts import sql as carts_sql
+from carts.errors import CartNotFoundError
 from carts.models import Cart, CartItem
-from carts.services import CartNotFoundError, cart_add_item, cart_create, carts_delete_stale
+from carts.services import cart_add_item, cart_create, carts_delete_stale
 from scheduling.execution import runs_execute
 from scheduling.models import RunStatus
 from scheduling.services import run_claim_manual

@@ -10,9 +10,9 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from carts import services
+from carts.errors import CartItemNotFoundError, CartNotFoundError
 from carts.models import Cart, CartItem
 from carts.selectors import cart_freshness
-from carts.services import CartItemNotFoundError, CartNotFoundError
 
 CREATED = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 LATER = CREATED + timedelta(hours=3)
@@ -116,6 +116,6 @@ def test_adding_to_a_missing_cart_is_refused_and_writes_nothing():
 @pytest.mark.django_db
 def test_freshness_counts_a_cart_stale_only_once_it_is_older_than_the_cutoff(cart):
     stale_after = timedelta(days=7)
-    assert cart_freshness(now=CREATED + stale_after, stale_after=stale_after).stale == 0  # exactly 7 days: fresh
-    later = cart_freshness(now=CREATED + stale_after + timedelta(seconds=1), stale_after=stale_after)
+    assert cart_freshness(as_of=CREATED + stale_after, stale_after=stale_after).stale == 0  # exactly 7 days: fresh
+    later = cart_freshness(as_of=CREATED + stale_after + timedelta(seconds=1), stale_after=stale_after)
     assert (later.fresh, later.stale) == (0, 1)

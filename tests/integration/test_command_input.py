@@ -1,5 +1,5 @@
 """Bad numbers and instants on any command: refused by the one parser the commands
-share (``scheduling/management/commands/_base.py``) with a message and nothing written,
+share (``tiffin/cli.py``) with a message and nothing written,
 never an OverflowError traceback or a nan carried into the work."""
 
 from __future__ import annotations

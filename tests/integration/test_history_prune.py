@@ -193,7 +193,7 @@ def test_it_deletes_in_batches_of_the_batch_size_each_reported(jobs):
         run("tick-job", 30 * DAY + n * timedelta(minutes=10))
     run("tick-job", 1 * DAY)
     seen: list[HistoryPrune] = []
-    result = prune(batch_size=2, after_batch=seen.append)
+    result = prune(batch_size=2, on_batch=seen.append)
     run_batches = [p.runs for p in seen if p.runs or p.cascaded]
     assert result.runs == 7
     assert run_batches == [2, 4, 6, 7]  # running totals after each committed batch

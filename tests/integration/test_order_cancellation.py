@@ -13,9 +13,8 @@ import pytest
 from django.db import connection, transaction
 from django.db.models import Count
 
-from orders.models import Order, OrderStatus, Restaurant
+from orders.models import STALE_CANCEL_REASON, Order, OrderStatus, Restaurant
 from orders.services import (
-    STALE_CANCEL_REASON,
     order_accept,
     order_place,
     order_reject,

@@ -18,7 +18,6 @@ when it was refused, failed, or its earlier claim has not succeeded.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,21 +26,21 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
 
+from payouts.errors import PayoutError
 from payouts.models import PAYOUT_JOB
 from payouts.selectors import PayoutTotals, payout_orders_waiting, payout_totals, payouts_of_run, payouts_preview
 from payouts.services import (
     BatchProgress,
-    PayoutError,
     payout_catch_up_check,
     payout_catch_up_execute,
     payout_subject,
 )
 from scheduling.execution import worker_name
-from scheduling.management.commands._base import JsonCommand, parse_instant
 from scheduling.models import JobRun, RunStatus
 from scheduling.selectors import RunState
 from scheduling.services import RunCannotStartError
 from tiffin import clock
+from tiffin.cli import JsonCommand, parse_instant
 
 # The progress display appears only once a catch-up has taken this long.
 PROGRESS_AFTER_SECONDS = 0.5
@@ -70,8 +69,10 @@ class Command(JsonCommand):
             self._dry_run(options, as_of=as_of, restaurants=restaurants, now=now)
             return
         try:
-            with _progress_display(self.stderr):
-                run = payout_catch_up_execute(as_of=as_of, restaurant_ids=restaurants, now=now, worker=worker_name())
+            with _progress_display(self.stderr) as progress:
+                run = payout_catch_up_execute(
+                    as_of=as_of, restaurant_ids=restaurants, now=now, worker=worker_name(), on_batch=progress
+                )
         except RunCannotStartError as exc:
             self._cannot_start(options, exc, as_of=as_of)
         except PayoutError as exc:
@@ -215,19 +216,17 @@ def _last_line(text: str) -> str:
     return text.strip().splitlines()[-1] if text.strip() else "no error recorded"
 
 
-class _ProgressHandler(logging.Handler):
-    """Renders the job's per-batch progress records as one updating line on stderr,
+class _ProgressDisplay:
+    """The run's per-batch progress (its ``on_batch``) as one updating line on stderr,
     once the catch-up has run for more than a moment."""
 
     def __init__(self, stream: OutputWrapper) -> None:
-        super().__init__(level=logging.INFO)
         self.stream = stream
         self.started = time.monotonic()
         self.shown = False
 
-    def emit(self, record: logging.LogRecord) -> None:
-        progress: BatchProgress | None = getattr(record, "progress", None)
-        if progress is None or time.monotonic() - self.started < PROGRESS_AFTER_SECONDS:
+    def __call__(self, progress: BatchProgress) -> None:
+        if time.monotonic() - self.started < PROGRESS_AFTER_SECONDS:
             return
         percent = 100 * progress.restaurants_done // max(progress.restaurants, 1)
         self.stream.write(
@@ -240,17 +239,10 @@ class _ProgressHandler(logging.Handler):
 
 
 @contextmanager
-def _progress_display(stream: OutputWrapper) -> Iterator[None]:
-    handler = _ProgressHandler(stream)
-    logger = logging.getLogger("payouts.progress")
-    # Shown whatever LOG_LEVEL says: the display is this command's own output.
-    level = logger.level
-    logger.setLevel(logging.INFO)
-    logger.addHandler(handler)
+def _progress_display(stream: OutputWrapper) -> Iterator[_ProgressDisplay]:
+    display = _ProgressDisplay(stream)
     try:
-        yield
+        yield display
     finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-        if handler.shown:
+        if display.shown:
             stream.write("")

@@ -5,9 +5,9 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from scheduling.alerts import problems_alert
-from scheduling.management.commands._base import JsonCommand, parse_instant
 from scheduling.monitoring import CheckWindow, Problem, runs_check
 from tiffin import clock
+from tiffin.cli import JsonCommand, parse_instant
 
 
 class Command(JsonCommand):

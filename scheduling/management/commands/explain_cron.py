@@ -7,8 +7,8 @@ from django.core.management.base import CommandError, CommandParser
 
 from scheduling import cron
 from scheduling.explain import MAX_COUNT, Explanation, cron_explain
-from scheduling.management.commands._base import JsonCommand, parse_instant
 from tiffin import clock
+from tiffin.cli import JsonCommand, parse_instant
 
 
 class Command(JsonCommand):

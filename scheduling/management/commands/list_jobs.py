@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduling.management.commands._base import JsonCommand
 from scheduling.selectors import JobOverview, jobs_overview
 from tiffin import clock
+from tiffin.cli import JsonCommand
 
 
 class Command(JsonCommand):

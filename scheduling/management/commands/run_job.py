@@ -18,7 +18,6 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from scheduling.execution import worker_name
-from scheduling.management.commands._base import JsonCommand, parse_instant
 from scheduling.models import JobRun, RunStatus
 from scheduling.registry import UnknownJobError
 from scheduling.selectors import RunState
@@ -31,6 +30,7 @@ from scheduling.services import (
     run_execute_here,
 )
 from tiffin import clock
+from tiffin.cli import JsonCommand, parse_instant
 
 
 class Command(JsonCommand):

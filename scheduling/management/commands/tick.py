@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from scheduling.dispatch import TickReport, tick_pass
-from scheduling.management.commands._base import JsonCommand, parse_now
+from tiffin.cli import JsonCommand, parse_now
 
 
 class Command(JsonCommand):

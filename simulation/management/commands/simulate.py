@@ -12,11 +12,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduling.management.commands._base import parse_finite, parse_instant
 from simulation.report import JobTicks, SimulationReport, run_story, simulation_report
 from simulation.runner import Fault, FaultKind, Simulation, SimulationOutcome, SimulationPlan, parse_duration
 from simulation.services import simulation_reset, simulation_state_counts
 from tiffin import clock
+from tiffin.cli import parse_finite, parse_instant
 
 # Above this, a job's 600 s timeout lasts under a real second and busy machines lose runs.
 MAX_SPEED = 600.0

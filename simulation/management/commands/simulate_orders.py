@@ -10,9 +10,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduling.management.commands._base import parse_finite
 from simulation.traffic import OrderTraffic, TrafficPlan
 from tiffin import clock
+from tiffin.cli import parse_finite
 
 
 class Command(BaseCommand):

@@ -26,8 +26,8 @@ from django.db import connection, transaction
 from carts.models import Cart, CartItem
 from orders.models import Order, OrderStatus, Restaurant
 from payouts.services import ledger_wipe
-from scheduling.management.commands._base import parse_instant
 from tiffin import clock
+from tiffin.cli import parse_instant
 
 ZONES = ("Asia/Kolkata", "Europe/London", "America/New_York")
 NAMES = {

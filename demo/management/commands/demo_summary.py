@@ -9,12 +9,12 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from demo.selectors import DemoSummary, demo_summary_get
 from orders.selectors import order_cancellations_overview
 from payouts.selectors import WeekRow, payout_weeks_table
 from scheduling.models import JobRun
 from scheduling.selectors import job_last_run
 from tiffin import clock
-from tiffin.selectors import DemoSummary, demo_summary_get
 
 # The jobs whose latest run the summary shows, and the local weeks of the payout table.
 JOBS = ("weekly-payouts", "clean-carts", "cancel-stale-orders")

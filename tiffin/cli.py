@@ -1,6 +1,7 @@
-"""Shared parsing for the commands of every app: ISO instants, finite numbers, and --json
-output. Every command that takes an instant or a number parses it here, so each refuses
-the same bad values with the same message."""
+"""Shared parsing for the commands of every app, in public so no app imports another's
+private module: ISO instants, finite numbers, and --json output. Every command that takes
+an instant or a number parses it here, so each refuses the same bad values with the same
+message."""
 
 from __future__ import annotations
 

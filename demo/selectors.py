@@ -72,7 +72,7 @@ def demo_summary_get(*, now: datetime, stale_after: timedelta) -> DemoSummary:
         restaurants_by_zone=restaurant_counts_by_timezone(),
         orders_by_status=order_counts_by_status(),
         delivered_gross=order_delivered_gross_total(),
-        carts=cart_freshness(now=now, stale_after=stale_after),
+        carts=cart_freshness(as_of=now, stale_after=stale_after),
         stale_after=stale_after,
         payouts=payout_totals(),
     )

@@ -1,0 +1,81 @@
+"""The package graph the layout promises, read from the source (every import statement,
+function-local ones included): the project core imports no app, the engine no business
+app, and reads never import writes."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+APPS = ("orders", "carts", "payouts", "scheduling", "simulation", "demo")
+BUSINESS_APPS = ("orders", "carts", "payouts", "simulation", "demo")
+
+
+def imported_modules(source: str, *, module: str) -> set[str]:
+    """Every module ``source`` (the text of ``module``) imports, relative imports resolved."""
+    found: set[str] = set()
+    package = module.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def violations(sources: dict[str, str], *, forbidden: tuple[str, ...]) -> list[str]:
+    """``module: name`` for each import of a forbidden module or anything under it."""
+    return [
+        f"{module}: {name}"
+        for module, source in sorted(sources.items())
+        for name in sorted(imported_modules(source, module=module))
+        if any(name == f or name.startswith(f"{f}.") for f in forbidden)
+    ]
+
+
+def sources(files: list[Path]) -> dict[str, str]:
+    """Each file's text by its dotted module name."""
+    return {".".join(path.relative_to(ROOT).with_suffix("").parts): path.read_text() for path in files}
+
+
+def package_sources(package: str) -> dict[str, str]:
+    return sources(sorted((ROOT / package).rglob("*.py")))
+
+
+def test_the_checker_finds_function_local_and_relative_imports():
+    source = "import orders.models\ndef f():\n    from ..carts import sql\n    from .services import x\n"
+    found = imported_modules(source, module="payouts.selectors")
+    assert {"orders.models", "carts.sql", "payouts.services.x"} <= found
+
+
+def test_the_checker_reports_a_forbidden_import():
+    bad = {"tiffin.bad": "def f():\n    from orders.models import Order\n", "tiffin.good": "import ordersx\n"}
+    assert violations(bad, forbidden=("orders",)) == ["tiffin.bad: orders.models", "tiffin.bad: orders.models.Order"]
+
+
+def test_the_project_core_imports_no_app():
+    assert violations(package_sources("tiffin"), forbidden=APPS) == []
+
+
+def test_the_engine_imports_no_business_app():
+    assert violations(package_sources("scheduling"), forbidden=BUSINESS_APPS) == []
+
+
+def test_reads_never_import_writes():
+    selectors = sorted(ROOT.glob("*/selectors.py"))
+    assert {path.parent.name for path in selectors} >= {"orders", "carts", "payouts", "scheduling", "demo"}
+    services = tuple(f"{path.parent.name}.services" for path in sorted(ROOT.glob("*/services.py")))
+    assert violations(sources(selectors), forbidden=services) == []
+
+
+def test_no_app_imports_a_command_module():
+    """Command modules are entry points; what commands share lives in ``tiffin.cli``."""
+    modules = {name: text for package in ("tiffin", *APPS) for name, text in package_sources(package).items()}
+    commands = tuple(f"{package}.management" for package in ("tiffin", *APPS))
+    assert violations(modules, forbidden=commands) == []
