@@ -335,7 +335,8 @@ class ScheduleAdmin(ReadOnlyMixin, _ScheduleAdmin):
         wrap = self.admin_site.admin_view
         return [
             path("dashboard/", wrap(self.dashboard_view), name="scheduling_dashboard"),
-            path("explain/", wrap(self.explainer_view), name="scheduling_cron_explainer"),
+            # Not behind the login: old links to the admin's explainer lead anyone to it.
+            path("explain/", self.explainer_view, name="scheduling_cron_explainer"),
             *super().get_urls(),
         ]
 
@@ -357,9 +358,9 @@ class ScheduleAdmin(ReadOnlyMixin, _ScheduleAdmin):
         return views.dashboard(request, context=context)
 
     def explainer_view(self, request: HttpRequest) -> HttpResponse:
-        """The cron explainer, for any staff member (it reads no data)."""
-        context = {**self.admin_site.each_context(request), "opts": self.opts}
-        return views.cron_explainer(request, context=context)
+        """The cron explainer is public (it reads no data): the admin's link leads there."""
+        query = request.META.get("QUERY_STRING", "")
+        return HttpResponseRedirect(reverse("cron_explainer") + (f"?{query}" if query else ""))
 
 
 # --- Alerts -----------------------------------------------------------------------------
