@@ -87,19 +87,17 @@ class WeekFilter(admin.SimpleListFilter):
 
 @admin.register(Payout)
 class PayoutAdmin(_PayoutAdmin):
+    # What a person looks for first, money before provenance, so the list fits 1,280 px:
+    # the restaurant, its local week, the amounts, then the UTC bounds and the run.
     list_display = (
         "restaurant_link",
-        "zone",
-        "week_start_local",
-        "period_start",
-        "hours",
-        "order_count",
+        "local_week",
         "gross",
         "commission",
         "net",
+        "orders",
+        "utc_bounds",
         "run_link",
-        "fence",
-        "created_at",
     )
     list_filter = (RestaurantFilter, ("restaurant__timezone", admin.AllValuesFieldListFilter), WeekFilter)
     list_select_related = ("restaurant",)
@@ -111,17 +109,15 @@ class PayoutAdmin(_PayoutAdmin):
     show_full_result_count = False
     actions = ("export_csv",)
     fieldsets = (
-        (None, {"fields": ("restaurant", "zone", "week_start_local", "period_start", "period_end", "hours")}),
+        (None, {"fields": ("restaurant", "local_week", "utc_bounds", "hours")}),
         ("Amounts", {"fields": ("order_count", "gross", "commission_rate", "commission", "net")}),
         ("Written by", {"fields": ("run_link", "fence", "tzdata_version", "created_at")}),
         ("Orders it covers", {"fields": ("covered_orders",)}),
     )
     readonly_fields = (
         "restaurant",
-        "zone",
-        "week_start_local",
-        "period_start",
-        "period_end",
+        "local_week",
+        "utc_bounds",
         "hours",
         "order_count",
         "gross",
@@ -165,9 +161,24 @@ class PayoutAdmin(_PayoutAdmin):
         query = urlencode({RestaurantFilter.parameter_name: payout.restaurant_id})
         return format_html('<a href="?{}">{}</a>', query, payout.restaurant.name)
 
-    @admin.display(description="zone", ordering="restaurant__timezone")
-    def zone(self, payout: Payout) -> str:
-        return payout.restaurant.timezone
+    @admin.display(description="local week", ordering="week_start_local")
+    def local_week(self, payout: Payout) -> SafeString:
+        """The local Monday the week starts on, in the restaurant's zone."""
+        monday = f"{payout.week_start_local:%a %d %b %Y}"
+        return format_html(
+            '<span class="week">{}</span> <span class="zone">({})</span>', monday, payout.restaurant.timezone
+        )
+
+    @admin.display(description="orders", ordering="order_count")
+    def orders(self, payout: Payout) -> int:
+        return payout.order_count
+
+    @admin.display(description="period (UTC)", ordering="period_start")
+    def utc_bounds(self, payout: Payout) -> str:
+        """The week's bounds in UTC, and its length when it is not 168 hours."""
+        hours = self.hours(payout)
+        length = "" if hours == "168" else f" ({hours} h)"
+        return f"{payout.period_start:%Y-%m-%d %H:%M} to {payout.period_end:%Y-%m-%d %H:%M} UTC{length}"
 
     @admin.display(description="hours")
     def hours(self, payout: Payout) -> str:

@@ -58,4 +58,5 @@ class Payout(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"Payout {self.restaurant_id} week of {self.week_start_local}"
+        # The admin's title and breadcrumb: the restaurant's name and its local week.
+        return f"{self.restaurant.name}, week of {self.week_start_local:%a %d %b %Y}"

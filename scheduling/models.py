@@ -192,6 +192,15 @@ class JobRun(models.Model):
             return None
         return self.started_at - self.scheduled_for
 
+    @property
+    def late_by(self) -> timedelta | None:
+        """The lateness where something set the time: a cron tick, or a delayed run's due
+        instant. None for a manual or backfill run, whose logical time is whatever the
+        operator chose (a backfill of last week did not start "202 hours late")."""
+        if self.trigger in (Trigger.MANUAL, Trigger.BACKFILL):
+            return None
+        return self.lateness
+
     def duration(self, *, now: datetime | None = None) -> timedelta | None:
         if self.started_at is None:
             return None

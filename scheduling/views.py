@@ -1,4 +1,5 @@
-"""Views: /healthz for probes, and the staff pages (schedules dashboard, cron explainer)."""
+"""Views: /healthz for probes, the staff's schedules dashboard, and the cron explainer
+(public at /cron/: it reads no data)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.contrib import admin
+from django.core.cache import cache
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
@@ -232,8 +235,42 @@ class TypedField:
     bad: bool
 
 
+# Explanations one client address may ask for per minute on the public page: typing
+# (the page asks again a quarter of a second after each pause) stays well under it, a
+# script hammering the evaluator does not. Input is capped by the form's field lengths.
+PUBLIC_EXPLAINS_PER_MINUTE = 120
+
+
+@require_safe
+def cron_explainer_public(request: HttpRequest) -> HttpResponse:
+    """The explainer for anyone, logged in or not, under the admin's look. Visitors who
+    are not staff are held to PUBLIC_EXPLAINS_PER_MINUTE per address."""
+    if not request.user.is_staff and _over_rate(request):
+        response = HttpResponse(
+            "Too many explanations asked from your address in the last minute: wait a minute and try again.",
+            status=429,
+            content_type="text/plain; charset=utf-8",
+        )
+        response["Retry-After"] = "60"
+        return response
+    return cron_explainer(request, context={**admin.site.each_context(request), "public": True})
+
+
+def _over_rate(request: HttpRequest) -> bool:
+    """A fixed one-minute window per client address, counted in the cache (per process
+    with the default local-memory cache: a cap against abuse, not an exact quota)."""
+    key = f"cron-explainer:{request.META.get('REMOTE_ADDR', '?')}:{int(clock.now().timestamp() // 60)}"
+    if cache.add(key, 1, timeout=90):
+        return False
+    try:
+        return cache.incr(key) > PUBLIC_EXPLAINS_PER_MINUTE
+    except ValueError:  # the key expired between add and incr
+        return False
+
+
 def cron_explainer(request: HttpRequest, *, context: dict[str, Any]) -> HttpResponse:
-    """The explainer page: a GET form (its URL can be shared), the explanation below.
+    """The explainer page: a GET form (its URL can be shared), the explanation below; the
+    page's script asks again as the expression is typed and swaps in the new answer.
 
     Whatever is typed, the answer is this page: a bad expression or zone becomes an error
     on its field, naming the cron field at fault (a 500 here would be a bug).

@@ -112,6 +112,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_TZ = True
 USE_I18N = True
+# Instants written "2026-11-22 18:30 UTC", never unlabelled (tiffin/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["tiffin.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"

@@ -1,30 +1,35 @@
 """The cron explainer page: the explanation of a good expression, an error on the field
-at fault for a bad one, staff only, and never a server error whatever is typed."""
+at fault for a bad one, public (it reads no data) with a rate cap for visitors, and never
+a server error whatever is typed."""
 
 from __future__ import annotations
 
 import re
 import zoneinfo
+from datetime import timedelta
 
 import pytest
 import time_machine
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from scheduling import cron
+from scheduling import cron, views
 from tests.engine import T0
 
 pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore:No directory at:UserWarning")]
 
-URL = reverse("admin:scheduling_cron_explainer")
+URL = reverse("cron_explainer")
 
 
 @pytest.fixture(autouse=True)
 def _plain_http_and_static(admin_pages):
-    """Every test here reads admin pages (see tests/conftest.py)."""
+    """Every test here reads admin pages (see tests/conftest.py); each starts with no
+    requests counted against the visitors' rate cap."""
+    cache.clear()
 
 
 def _staff():
@@ -109,9 +114,30 @@ def test_a_never_firing_expression_is_explained_with_its_warning(staff):
     assert "It never fires." in page
 
 
-def test_the_page_is_for_staff_only(client):
-    response = client.get(URL, {"expression": "* * * * *"})
-    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+def test_anyone_may_use_it_without_logging_in(client):
+    response = client.get(URL, {"expression": "0 0 13 * 5"})
+    assert response.status_code == 200
+    assert [w.code for w in response.context["explanation"].warnings] == ["day-or"]
+    assert 'id="explainer-form"' in response.content.decode()
+
+
+def test_the_admins_old_address_leads_anyone_there_with_the_expression(client):
+    response = client.get(reverse("admin:scheduling_cron_explainer"), {"expression": "*/5 * * * *"})
+    assert response.status_code == 302
+    assert response["Location"] == URL + "?expression=%2A%2F5+%2A+%2A+%2A+%2A"
+
+
+def test_a_visitor_past_the_rate_cap_is_told_to_wait_and_staff_are_not_capped(client, monkeypatch):
+    monkeypatch.setattr(views, "PUBLIC_EXPLAINS_PER_MINUTE", 3)
+    with time_machine.travel(T0, tick=False):
+        staff = _staff()  # logged in at T0, so the session is live then
+        codes = [client.get(URL, {"expression": "* * * * *"}).status_code for _ in range(4)]
+        assert codes == [200, 200, 200, 429]
+        refused = client.get(URL, {"expression": "* * * * *"})
+        assert refused["Retry-After"] == "60" and "wait a minute" in refused.content.decode()
+        assert [staff.get(URL, {"expression": "* * * * *"}).status_code for _ in range(4)] == [200] * 4
+    with time_machine.travel(T0 + timedelta(minutes=1), tick=False):
+        assert client.get(URL, {"expression": "* * * * *"}).status_code == 200  # the next minute
 
 
 # --- Whatever is typed, the answer is a page ---------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -185,6 +186,35 @@ def test_the_list_links_each_payout_to_its_run_and_the_page_lists_the_orders_it_
 
 
 @pytest.mark.django_db
+@pytest.mark.django_db
+def test_the_list_leads_with_restaurant_local_week_and_money_and_labels_utc(admin_client, paid):
+    response = admin_client.get(reverse(CHANGELIST) + "?restaurant=" + str(paid[0].pk))
+    page = response.content.decode()
+    columns = re.findall(r'<th scope="col" class="[^"]*column-(\w+)', page)
+    assert columns == [
+        "restaurant_link",
+        "local_week",
+        "gross",
+        "commission",
+        "net",
+        "orders",
+        "utc_bounds",
+        "run_link",
+    ]
+    # Dosa Darbar's first week in Kolkata begins at 18:30 UTC on the Sunday before.
+    assert 'Mon 01 Mar 2027</span> <span class="zone">(Asia/Kolkata)</span>' in page
+    assert "2027-02-28 18:30 to 2027-03-07 18:30 UTC" in page
+
+
+@pytest.mark.django_db
+def test_a_payout_is_titled_by_its_restaurant_and_local_week(admin_client, paid):
+    payout = Payout.objects.filter(restaurant=paid[0]).order_by("period_start").first()
+    assert payout is not None
+    page = admin_client.get(reverse("admin:payouts_payout_change", args=[payout.pk])).content.decode()
+    assert "<h2>Dosa Darbar, week of Mon 01 Mar 2027</h2>" in page
+    assert "2027-02-28 18:30 to 2027-03-07 18:30 UTC" in page
+
+
 def test_the_csv_export_returns_exactly_the_filtered_rows(admin_client, paid):
     rows = export(admin_client, "?restaurant__timezone=Europe/London&week=2027-03-15")
     wanted = Payout.objects.filter(restaurant__timezone="Europe/London", week_start_local="2027-03-15")
