@@ -30,6 +30,7 @@ from typing import Any
 import psycopg
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django.db.models import QuerySet
 
 from payouts.models import PAYOUT_JOB
 from scheduling import cron
@@ -37,7 +38,7 @@ from scheduling.models import JobRun, RunStatus, Trigger
 from simulation.probe_jobs import SETTLEMENT_TIMEOUT_SECONDS
 from simulation.processes import Process, wait_for
 from simulation.report import run_story
-from simulation.runner import Simulation, SimulationPlan, _pid
+from simulation.runner import TARGET_JOB, Simulation, SimulationPlan, _pid
 
 MAX_SKEW_SECONDS = 90.0
 # Faults per simulated hour, beyond one of each kind.
@@ -48,6 +49,9 @@ QUIET_START, QUIET_END = 0.05, 0.25
 # (the tick comes three minutes after the pin; then a scheduler pass and a worker's pick-up).
 PIN_WAIT_SECONDS = 900.0
 PAYOUT_CRON = "30 20 * * 0"  # payouts/jobs.py: the tick a mid-payout kill is aimed at
+# Simulated seconds a kill or a pause waits for a settlement to be in flight (one runs
+# three minutes of every ten): longer, and the schedule drifts behind its instants.
+TARGET_WAIT_SECONDS = 180.0
 
 
 class ChaosKind(StrEnum):
@@ -249,11 +253,25 @@ class ChaosSimulation(Simulation):
     def _worker_in_flight(self, fault: ChaosFault) -> tuple[Process, JobRun | None]:
         """The worker running a settlement (or any run), else the fault's server's worker,
         else any live worker."""
-        run = self._target_run()
+        run = self._running(TARGET_JOB, within=TARGET_WAIT_SECONDS)
         owner = self.fleet.owner_of(_pid(run.worker)) if run else None
         if owner is not None:
             return owner, run
         return self._live(f"worker-{fault.server}", "worker-"), None
+
+    def _running(self, job_name: str, *, within: float) -> JobRun | None:
+        """A running run of ``job_name`` (waiting up to ``within`` simulated seconds), else
+        any running run, else None."""
+        running = JobRun.objects.filter(status=RunStatus.RUNNING).order_by("started_at")
+        try:
+            wait_for(
+                lambda: _fresh(running.filter(job_name=job_name)),
+                timeout=self.clock.real_seconds(within),
+                what=f"a {job_name} run",
+            )
+        except TimeoutError:
+            return running.first()
+        return running.filter(job_name=job_name).first()
 
     def _live(self, name: str, prefix: str) -> Process:
         process = self.fleet.processes.get(name)
@@ -358,6 +376,11 @@ class ChaosSimulation(Simulation):
         if int(process.name.rsplit("-", 1)[1]) in self.gone or process.alive():
             return
         self._restart(process)
+
+
+def _fresh(queryset: QuerySet[JobRun]) -> bool:
+    close_old_connections()
+    return queryset.exists()
 
 
 def _run_of(worker: Process) -> JobRun | None:
