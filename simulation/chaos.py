@@ -16,6 +16,7 @@ a simulated deployment (``manage.py simulate --chaos SEED``).
 
 from __future__ import annotations
 
+import contextlib
 import random
 import signal
 from collections import Counter
@@ -45,9 +46,10 @@ MAX_SKEW_SECONDS = 90.0
 FAULTS_PER_HOUR = 5.0
 # The share of the run before the first and after the last fault.
 QUIET_START, QUIET_END = 0.05, 0.25
-# Simulated seconds the injector waits for the payout run to block on its pinned write
-# (the tick comes three minutes after the pin; then a scheduler pass and a worker's pick-up).
-PIN_WAIT_SECONDS = 900.0
+# Real seconds the injector waits at most for the payout run to block on its pinned write
+# or to finish (with nothing to write): only a guard against hanging, since while the pin
+# is held the run can do nothing else.
+PIN_WAIT_SECONDS = 120.0
 PAYOUT_CRON = "30 20 * * 0"  # payouts/jobs.py: the tick a mid-payout kill is aimed at
 # Simulated seconds a kill or a pause waits for a settlement to be in flight (one runs
 # three minutes of every ten): longer, and the schedule drifts behind its instants.
@@ -300,10 +302,12 @@ class ChaosSimulation(Simulation):
         INSERT waits inside its transaction; SIGKILL its worker there, then let go."""
         with _own_connection() as pin:
             pin.execute("LOCK TABLE payouts_payout IN SHARE MODE")
-            try:
-                timeout = self.clock.real_seconds(PIN_WAIT_SECONDS)
-                wait_for(lambda: _blocked_by(pin) > 0, timeout=timeout, what="the payout write")
-            except TimeoutError:
+            finished = JobRun.objects.filter(job_name=PAYOUT_JOB, finished_at__isnull=False)
+            with contextlib.suppress(TimeoutError):
+                wait_for(
+                    lambda: _blocked_by(pin) > 0 or _fresh(finished), timeout=PIN_WAIT_SECONDS, what="the payout write"
+                )
+            if not _blocked_by(pin):
                 pin.rollback()
                 return ChaosRecord(fault, self.clock.now(), "-", "the payout run never reached its write")
             close_old_connections()
