@@ -82,7 +82,7 @@ def _rush(scenario: Scenario, *, scheduler_skews: tuple[float, float], worker_sk
     # the driver's own account, whatever the numbers.
     assert sum(statuses.values()) == answered["placed"] > 0
     fates = ("accepted", "rejected", "unanswered", "late answer refused")
-    assert sum(answered[fate] for fate in fates) == answered["placed"]
+    assert sum(answered[fate] for fate in fates) == answered["placed"] and answered["failed requests"] == 0
     assert statuses["accepted"] == answered["accepted"] > 0
     assert statuses.get("rejected", 0) == answered["rejected"]
     # What nobody answered in time, and only that, was cancelled.
