@@ -15,9 +15,9 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import partial
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections
