@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PG_URL ?= $(if $(DATABASE_URL),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/tiffin)
 SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
 
-.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps bench soak up browser-deps clean
+.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps bench soak chaos up browser-deps clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -120,6 +120,19 @@ soak: $(STAMP) ## Weeks of traffic and every job with retention at 3 days: row c
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	psql "$(dir $(SOAK_URL))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(SOAK_URL)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(SOAK_URL))'
 	DATABASE_URL=$(SOAK_URL) $(PY) -m bench.soak --reset --days $(SOAK_DAYS)
+
+# A database of its own, dropped and created afresh; every seed re-seeds it.
+CHAOS_URL ?= postgres://postgres@127.0.0.1:5432/tiffin_chaos
+CHAOS_SEEDS ?= 1-20
+CHAOS_DURATION ?= 2h
+CHAOS_SPEED ?= 120
+CHAOS_ARGS ?=
+chaos: export DEBUG ?= 1
+chaos: $(STAMP) ## simulate --chaos for seeds 1-20 (2 simulated hours each): a table of faults and invariants (~30 min; see docs/chaos.md)
+	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
+	psql "$(dir $(CHAOS_URL))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(CHAOS_URL)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(CHAOS_URL))'
+	DATABASE_URL=$(CHAOS_URL) $(PY) manage.py migrate --noinput --verbosity 0
+	DATABASE_URL=$(CHAOS_URL) $(PY) -m simulation.chaos_table --seeds $(CHAOS_SEEDS) --duration $(CHAOS_DURATION) --speed $(CHAOS_SPEED) $(CHAOS_ARGS)
 
 clean: ## Remove the virtual environment and the SQLite files
 	rm -rf $(VENV) db staticfiles

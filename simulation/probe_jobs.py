@@ -9,7 +9,11 @@ SCHEDULING_EXTRA_JOB_MODULES; production never imports this module).
 
 ``TIFFIN_SIMULATE_BREAK=duplicate-charge`` (a test-only switch) makes ``sim-probe``
 charge every tick twice, as two servers running the same cron line would, to prove that
-the report catches it and ``simulate`` exits non-zero.
+the report catches it and ``simulate`` exits non-zero. ``TIFFIN_SIMULATE_BREAK=skip-fence``
+makes ``sim-settlement`` skip its fence: it ignores the heartbeat that says the run was
+taken from it and charges without checking its token (or the charge already made), as a
+worker with a lock that lies would; a worker paused past its lease then charges a
+second time once it wakes.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
-from scheduling.context import RunContext
+from scheduling.context import RunContext, RunLostError
 from scheduling.models import Overlap
 from scheduling.registry import job
 from simulation.services import probe_charge
@@ -26,6 +30,8 @@ from tiffin import clock
 BREAK_VARIABLE = "TIFFIN_SIMULATE_BREAK"
 SETTLEMENT_SECONDS = 180
 HEARTBEAT_SECONDS = 15
+# A settlement run whose heartbeat is this old is abandoned (its job's timeout).
+SETTLEMENT_TIMEOUT_SECONDS = 20 * HEARTBEAT_SECONDS
 
 
 @job("sim-probe", cron="* * * * *", timeout_seconds=300)
@@ -42,12 +48,17 @@ def sim_probe(ctx: RunContext) -> dict[str, int]:
     cron="*/10 * * * *",
     overlap=Overlap.QUEUE,
     heartbeat=True,
-    timeout_seconds=20 * HEARTBEAT_SECONDS,
+    timeout_seconds=SETTLEMENT_TIMEOUT_SECONDS,
     backoff_seconds=30,
 )
 def sim_settlement(ctx: RunContext) -> dict[str, int]:
+    fenced = os.environ.get(BREAK_VARIABLE) != "skip-fence"
     finish_at = clock.now() + timedelta(seconds=SETTLEMENT_SECONDS)
     while clock.now() < finish_at:
-        ctx.heartbeat()  # raises RunLostError once the run was taken from this worker
+        try:
+            ctx.heartbeat()  # raises RunLostError once the run was taken from this worker
+        except RunLostError:
+            if fenced:
+                raise
         clock.sleep(HEARTBEAT_SECONDS)
-    return {"charges": int(probe_charge(ctx=ctx, now=clock.now(), guarded=True))}
+    return {"charges": int(probe_charge(ctx=ctx, now=clock.now(), guarded=fenced, fenced=fenced))}

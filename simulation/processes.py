@@ -83,6 +83,9 @@ class Process:
     popen: subprocess.Popen[bytes] | None = None
     starts: int = 0
     signals: list[str] = field(default_factory=list)
+    # A process with a job of its own (order traffic for so many minutes) may end by
+    # itself; exiting 0 is then its normal end, not a crash.
+    may_finish: bool = False
 
     def start(self) -> None:
         self.signals = []  # what was sent to this incarnation
@@ -169,15 +172,20 @@ class Fleet:
         self.processes: dict[str, Process] = {}
         log_dir.mkdir(parents=True, exist_ok=True)
 
-    def start(self, name: str, command: list[str], *, env: Mapping[str, str] | None = None) -> Process:
-        """Start ``manage.py <command>`` as ``name`` with the fleet's environment plus ``env``."""
+    def start(
+        self, name: str, command: list[str], *, env: Mapping[str, str] | None = None, may_finish: bool = False
+    ) -> Process:
+        """Start ``manage.py <command>`` as ``name`` with the fleet's environment plus ``env``;
+        ``may_finish``: the process ends by itself when its work is done (see ``crashed``)."""
         if name in self.processes and self.processes[name].alive():
             raise ValueError(f"{name} is already running")
         process = Process(
             name=name,
             argv=[sys.executable, str(PROJECT_DIR / "manage.py"), *command],
-            env={**self.environment, **(env or {})},
+            # PGAPPNAME: its connections carry its name (pg_stat_activity.application_name).
+            env={**self.environment, "PGAPPNAME": name, **(env or {})},
             log_path=self.log_dir / f"{name}.log",
+            may_finish=may_finish,
         )
         self.processes[name] = process
         process.start()
@@ -210,8 +218,16 @@ class Fleet:
         return self.stop(list(self.processes.values()))
 
     def crashed(self) -> list[Process]:
-        """Processes that exited although nobody signalled them or asked them to stop."""
-        return [p for p in self.processes.values() if p.popen is not None and not p.alive() and not p.signals]
+        """Processes that exited although nobody signalled them or asked them to stop, except
+        one that may finish and exited 0 (its work was done)."""
+        return [
+            p
+            for p in self.processes.values()
+            if p.popen is not None
+            and not p.alive()
+            and not p.signals
+            and not (p.may_finish and p.popen.returncode == 0)
+        ]
 
     def log_tails(self, lines: int = 30) -> str:
         return "\n".join(f"===== {p.name} ({p.log_path})\n{p.log_tail(lines)}" for p in self.processes.values())

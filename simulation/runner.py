@@ -13,17 +13,20 @@ import heapq
 import re
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 from django.db import close_old_connections
 from django.db.models import QuerySet
 
 from scheduling.models import LIVE_STATUSES, JobRun, RunStatus
 from simulation.processes import Fleet, Process, SimulatedTime, wait_for
+from simulation.report import run_story
 
 # The run a crash or a pause is aimed at (it lasts three minutes of every ten).
 TARGET_JOB = "sim-settlement"
@@ -77,6 +80,18 @@ class FaultRecord:
         run = f"run {self.run_id} (fence {self.fence}) in flight" if self.run_id else "no run in flight"
         return f"{self.fault.kind} {self.process} at {self.at:%Y-%m-%d %H:%M:%S}: {run}{self.note}"
 
+    def story(self) -> str:
+        """What became of the run it hit, read back after the simulation."""
+        return run_story(run_id=self.run_id) if self.run_id is not None else ""
+
+
+class Recorded(Protocol):
+    """A record of an injected fault, as the report prints it."""
+
+    def line(self) -> str: ...
+
+    def story(self) -> str: ...
+
 
 @dataclass(frozen=True)
 class SimulationPlan:
@@ -105,7 +120,7 @@ class SimulationPlan:
 @dataclass
 class SimulationOutcome:
     clock: SimulatedTime
-    faults: list[FaultRecord]
+    faults: Sequence[Recorded]
     crashed: list[str]
     drained: bool
 
@@ -119,34 +134,45 @@ class Simulation:
         self.say = say
         self.clock = SimulatedTime.starting(plan.start, speed=plan.speed, lead=BOOT_SECONDS)
         self.fleet = Fleet(environment=plan.environment, log_dir=log_dir)
-        self.records: list[FaultRecord] = []
+        self.records: list[Recorded] = []
         # (when, order, action): restarts and resumes that follow a fault.
         self.pending: list[tuple[datetime, int, Callable[[], None]]] = []
 
     def run(self) -> SimulationOutcome:
         with self.fleet:
             self._start_servers()
-            for fault in sorted(self.plan.faults, key=lambda f: f.at):
-                self._advance_to(self.plan.start + fault.at)
-                self._inject(fault)
+            for at, inject in self._injections():
+                self._advance_to(at)
+                inject()
             self._advance_to(self.plan.end)
             drained = self._stop()
         crashed = [process.name for process in self.fleet.crashed()]
         return SimulationOutcome(clock=self.clock, faults=self.records, crashed=crashed, drained=drained)
 
+    def _injections(self) -> Iterator[tuple[datetime, Callable[[], None]]]:
+        """(when, inject) for every fault, in order."""
+        for fault in sorted(self.plan.faults, key=lambda f: f.at):
+            yield self.plan.start + fault.at, partial(self._inject, fault)
+
     def _start_servers(self) -> None:
         for number, skew in enumerate(self.plan.skews(), start=1):
-            self.fleet.start(f"worker-{number}", ["worker", "--no-scheduler"], env=self._env())
-            self.fleet.start(f"scheduler-{number}", ["run_scheduler"], env=self._env(skew=skew))
+            self._start_server(number, skew=skew)
+        self._start_traffic()
+
+    def _start_traffic(self) -> None:
         if self.plan.orders_per_minute > 0:
             minutes = str(self.plan.duration.total_seconds() / 60)
             command = ["simulate_orders", "--per-minute", str(self.plan.orders_per_minute), "--minutes", minutes]
-            self.fleet.start("orders", command, env=self._env())
+            self.fleet.start("orders", command, env=self._env(), may_finish=True)
         self.say(
             f"started {self.plan.servers} servers (a scheduler and a worker with {self.plan.workers} "
             f"django-q2 workers each){' and order traffic' if self.plan.orders_per_minute else ''}; "
             f"clock {self.plan.start:%Y-%m-%d %H:%M} UTC at {self.plan.speed:g}x"
         )
+
+    def _start_server(self, number: int, *, skew: float, worker_skew: float = 0.0) -> None:
+        self.fleet.start(f"worker-{number}", ["worker", "--no-scheduler"], env=self._env(skew=worker_skew))
+        self.fleet.start(f"scheduler-{number}", ["run_scheduler"], env=self._env(skew=skew))
 
     def _env(self, *, skew: float = 0.0) -> dict[str, str]:
         return {**self.clock.environment(skew=skew), "Q_WORKERS": str(self.plan.workers)}
@@ -193,7 +219,7 @@ class Simulation:
             time.sleep(0.05)
         return JobRun.objects.filter(status=RunStatus.RUNNING).order_by("started_at").first()
 
-    def _record(self, record: FaultRecord) -> None:
+    def _record(self, record: Recorded) -> None:
         self.records.append(record)
         self.say(record.line())
 

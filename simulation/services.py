@@ -16,7 +16,7 @@ from scheduling.models import Fence, JobRun, JobRunEvent, RunAlert, Schedule, Sc
 from simulation.models import ProbeCharge
 
 
-def probe_charge(*, ctx: RunContext, now: datetime, guarded: bool) -> bool:
+def probe_charge(*, ctx: RunContext, now: datetime, guarded: bool, fenced: bool = True) -> bool:
     """Charge once for ``ctx``'s tick; return whether a charge was written.
 
     The fence resource is the tick itself (not the job): with overlapping runs of one
@@ -24,9 +24,11 @@ def probe_charge(*, ctx: RunContext, now: datetime, guarded: bool) -> bool:
     ``guarded`` charge also refuses a tick already charged, which is what a real
     payment does (the fence row lock makes the check and the insert atomic); an
     unguarded one counts every execution, which is what the fault-free scenarios measure.
+    An unfenced one (only the simulation's deliberately broken build) skips the token check.
     """
     with transaction.atomic():
-        fence_check(f"probe:{ctx.job_name}:{ctx.scheduled_for.isoformat()}", ctx.fence, now=now, run_id=ctx.run_id)
+        if fenced:
+            fence_check(f"probe:{ctx.job_name}:{ctx.scheduled_for.isoformat()}", ctx.fence, now=now, run_id=ctx.run_id)
         charged = ProbeCharge.objects.filter(job_name=ctx.job_name, scheduled_for=ctx.scheduled_for)
         if guarded and charged.exists():
             return False

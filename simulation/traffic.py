@@ -17,8 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import partial
 
 from django.conf import settings
+from django.db import DatabaseError, close_old_connections
 
 from orders.errors import OrderTransitionError
 from orders.models import Restaurant
@@ -53,7 +55,7 @@ class TrafficReport:
     counts: Counter[str] = field(default_factory=Counter)
 
     def line(self) -> str:
-        keys = ("placed", "accepted", "rejected", "unanswered", "late_answer_refused")
+        keys = ("placed", "accepted", "rejected", "unanswered", "late_answer_refused", "failed_requests")
         return ", ".join(f"{self.counts[key]} {key.replace('_', ' ')}" for key in keys)
 
 
@@ -84,16 +86,26 @@ class OrderTraffic:
             now = clock.now()
             # Answers first: they have a deadline; a new order can wait a moment.
             if self.answers and self.answers[0].at <= now:
-                self.answer_one(heapq.heappop(self.answers), now=now)
+                self._request(partial(self.answer_one, heapq.heappop(self.answers), now=now))
                 continue
             if now >= next_order_at and now < self.plan.until:
-                self.place_one(now=now)
+                self._request(partial(self.place_one, now=now))
                 next_order_at += timedelta(seconds=self.rng.expovariate(self.plan.orders_per_minute / 60))
                 continue
             if now >= self.plan.until and not self.answers:
                 break
             self.stop.wait(self._nap(next_order_at, now))
         return self.report
+
+    def _request(self, request: Callable[[], None]) -> None:
+        """One customer's or restaurant's request. One the database drops (a terminated
+        connection, a restart) fails like a web request would, with nothing committed,
+        and the next one reconnects; its order, if it was an answer, stays unanswered."""
+        try:
+            request()
+        except DatabaseError:
+            self.report.counts["failed_requests"] += 1
+            close_old_connections()  # the broken connection is closed; the next query opens one
 
     def _nap(self, next_order_at: datetime, now: datetime) -> float:
         """Real seconds until the next order or answer is due (at most MAX_NAP)."""

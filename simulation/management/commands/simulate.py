@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
 
-from simulation.report import JobTicks, SimulationReport, run_story, simulation_report
+from simulation.chaos import ChaosRecord, ChaosSchedule, ChaosSimulation, chaos_schedule
+from simulation.report import JobTicks, SimulationReport, simulation_report
 from simulation.runner import Fault, FaultKind, Simulation, SimulationOutcome, SimulationPlan, parse_duration
 from simulation.services import simulation_reset, simulation_state_counts
 from tiffin import clock
@@ -59,21 +61,39 @@ class Command(BaseCommand):
             parser.add_argument(
                 f"--{kind}", nargs="?", const="", metavar=metavar, help=f"{help_text} (default AT {default})"
             )
+        parser.add_argument(
+            "--chaos",
+            type=int,
+            metavar="SEED",
+            help="instead of the faults above, a schedule of random faults drawn from SEED (printed first; "
+            "the same seed replays it): kills, pauses, dropped connections, clock skew, servers joining and leaving",
+        )
         parser.add_argument("--reset", action="store_true", help="first forget job runs, schedules and payouts")
         parser.add_argument("--log-dir", help="keep each process's log here (default: a temporary directory)")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
         plan = _plan(options)
+        chaos = _chaos(options, plan)
         self._prepare(reset=options["reset"])
         log_dir = Path(options["log_dir"] or tempfile.mkdtemp(prefix="tiffin-simulate-"))
         say = (lambda line: print(line, file=sys.stderr)) if options["json"] else self.stdout.write
         real = plan.duration.total_seconds() / plan.speed
         say(f"simulating {plan.duration} of {plan.start:%Y-%m-%d %H:%M} UTC onwards in about {real:.0f} s")
-        outcome = Simulation(plan, log_dir=log_dir, say=say).run()
-        report = simulation_report(extra_problems=_process_problems(outcome), clock_skew=plan.skew)
+        if chaos is not None:
+            for line in chaos.lines():
+                say(line)
+        simulation = (
+            Simulation(plan, log_dir=log_dir, say=say)
+            if chaos is None
+            else ChaosSimulation(plan, chaos, log_dir=log_dir, say=say)
+        )
+        outcome = simulation.run()
+        skew = plan.skew if chaos is None else chaos.max_skew
+        report = simulation_report(extra_problems=_process_problems(outcome), clock_skew=skew)
         if options["json"]:
-            self.stdout.write(json.dumps({**report.as_json(), **_plan_json(plan, outcome)}, indent=2, default=str))
+            data = {**report.as_json(), **_plan_json(plan, outcome), **_chaos_json(chaos, outcome)}
+            self.stdout.write(json.dumps(data, indent=2, default=str))
         else:
             self.stdout.write("\n".join(render_text(report, plan, outcome, log_dir)))
         if not report.ok:
@@ -111,6 +131,26 @@ def _plan(options: dict[str, Any]) -> SimulationPlan:
 
 # Schedulers look for due runs every 0.2 real seconds; django-q2 polls every 0.05.
 _PROCESS_ENVIRONMENT = {"SCHEDULER_POLL_SECONDS": "0.2", "Q_POLL_SECONDS": "0.05", "LOG_LEVEL": "INFO"}
+
+
+def _chaos(options: dict[str, Any], plan: SimulationPlan) -> ChaosSchedule | None:
+    if options["chaos"] is None:
+        return None
+    if plan.faults or plan.skew:
+        raise CommandError("--chaos draws its own faults and clock skews: leave out the fault options and --skew")
+    if plan.servers < 2:
+        raise CommandError("--chaos needs at least 2 servers (its faults take servers down)")
+    postgres = connection.vendor == "postgresql"
+    return chaos_schedule(
+        seed=options["chaos"], start=plan.start, duration=plan.duration, servers=plan.servers, postgres=postgres
+    )
+
+
+def _chaos_json(chaos: ChaosSchedule | None, outcome: SimulationOutcome) -> dict[str, Any]:
+    if chaos is None:
+        return {}
+    records = [record.as_json() for record in outcome.faults if isinstance(record, ChaosRecord)]
+    return {"chaos": {"seed": chaos.seed, "schedule": chaos.lines(), "by_kind": chaos.by_kind(), "faults": records}}
 
 
 def _faults(options: dict[str, Any], duration: timedelta) -> list[Fault]:
@@ -205,8 +245,8 @@ def _fault_lines(outcome: SimulationOutcome) -> list[str]:
     lines = []
     for record in outcome.faults:
         lines.append(f"  fault: {record.line()}")
-        if record.run_id is not None:
-            lines.append(f"    what became of it: {run_story(run_id=record.run_id)}")
+        if story := record.story():
+            lines.append(f"    what became of it: {story}")
     return lines
 
 

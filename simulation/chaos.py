@@ -1,0 +1,440 @@
+"""Chaos with a seed: a fault schedule drawn from ``random.Random(seed)`` and injected into
+a simulated deployment (``manage.py simulate --chaos SEED``).
+
+1. Draw (``chaos_schedule``, no database, no processes): each server's clock offset,
+   then faults at random instants of the active window (the first 5 % and the last
+   25 % of the run are quiet, so every fault has recovered before the report reads the
+   database): at least one of every kind, the rest weighted. Targets are servers that
+   exist at that moment (servers join and leave as the schedule goes). The same seed,
+   start, duration and server count give the same schedule, printed at the start.
+2. Inject (``ChaosSimulation``): each fault at its instant, aimed at what is in flight
+   (the worker running a settlement, the worker pinned inside the payout write). What
+   a fault hit depends on timing; the schedule does not.
+3. Recover: each record says, after the run, what became of what it hit (the run's
+   story, the claims other schedulers made while one was down, the reconnections).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.db.models import QuerySet
+
+from payouts.models import PAYOUT_JOB
+from scheduling import cron
+from scheduling.models import JobRun, RunStatus, Trigger
+from simulation.probe_jobs import SETTLEMENT_TIMEOUT_SECONDS
+from simulation.processes import Process, wait_for
+from simulation.report import run_story
+from simulation.runner import TARGET_JOB, Simulation, SimulationPlan, _pid
+
+MAX_SKEW_SECONDS = 90.0
+# Faults per simulated hour, beyond one of each kind.
+FAULTS_PER_HOUR = 5.0
+# The share of the run before the first and after the last fault.
+QUIET_START, QUIET_END = 0.05, 0.25
+# Real seconds the injector waits at most for the payout run to block on its pinned write
+# or to finish (with nothing to write): only a guard against hanging, since while the pin
+# is held the run can do nothing else.
+PIN_WAIT_SECONDS = 120.0
+PAYOUT_CRON = "30 20 * * 0"  # payouts/jobs.py: the tick a mid-payout kill is aimed at
+# Simulated seconds a kill or a pause waits for a settlement to be in flight (one runs
+# three minutes of every ten): longer, and the schedule drifts behind its instants.
+TARGET_WAIT_SECONDS = 180.0
+
+
+class ChaosKind(StrEnum):
+    WORKER_KILL = "worker-kill"
+    PAYOUT_KILL = "worker-kill-mid-payout"
+    WORKER_PAUSE = "worker-pause"
+    SCHEDULER_KILL = "scheduler-kill"
+    DB_TERMINATE = "db-terminate"
+    CLOCK_SKEW = "clock-skew"
+    SERVER_JOIN = "server-join"
+    SERVER_LEAVE = "server-leave"
+
+
+# How often each kind is drawn beyond its first (a payout kill needs the payout tick).
+_WEIGHTS = {
+    ChaosKind.WORKER_KILL: 3,
+    ChaosKind.WORKER_PAUSE: 3,
+    ChaosKind.SCHEDULER_KILL: 2,
+    ChaosKind.DB_TERMINATE: 3,
+    ChaosKind.CLOCK_SKEW: 2,
+    ChaosKind.SERVER_JOIN: 1,
+    ChaosKind.SERVER_LEAVE: 1,
+}
+
+
+@dataclass(frozen=True)
+class ChaosFault:
+    kind: ChaosKind
+    at: timedelta  # into the run
+    server: int  # the server aimed at (a joining server's new number)
+    lasting: timedelta = timedelta(0)  # until the restart or the SIGCONT
+    skew: float = 0.0  # clock-skew and server-join: the server's clock offset, seconds
+    process: str = ""  # db-terminate: whose connections
+
+    def line(self) -> str:
+        at = _hms(self.at)
+        what = {
+            ChaosKind.WORKER_KILL: f"SIGKILL the worker in a settlement (else server {self.server}'s), "
+            f"restart {_hms(self.lasting)} later",
+            ChaosKind.PAYOUT_KILL: f"pin the payout write, SIGKILL its worker, restart {_hms(self.lasting)} later",
+            ChaosKind.WORKER_PAUSE: f"SIGSTOP the worker in a settlement (else server {self.server}'s) for "
+            f"{_hms(self.lasting)}, then SIGCONT",
+            ChaosKind.SCHEDULER_KILL: f"SIGKILL scheduler-{self.server}, restart {_hms(self.lasting)} later",
+            ChaosKind.DB_TERMINATE: f"pg_terminate_backend every connection of {self.process}",
+            ChaosKind.CLOCK_SKEW: f"restart scheduler-{self.server} with its clock {self.skew:+.1f} s off",
+            ChaosKind.SERVER_JOIN: f"server {self.server} joins (clock {self.skew:+.1f} s off)",
+            ChaosKind.SERVER_LEAVE: f"server {self.server} leaves (clean stop)",
+        }[self.kind]
+        return f"+{at} {self.kind}: {what}"
+
+
+@dataclass(frozen=True)
+class ChaosSchedule:
+    seed: int
+    skews: tuple[float, ...]  # the first servers' clock offsets
+    faults: tuple[ChaosFault, ...]
+
+    @property
+    def max_skew(self) -> float:
+        offsets = [*self.skews, *(f.skew for f in self.faults)]
+        return max((abs(offset) for offset in offsets), default=0.0)
+
+    def by_kind(self) -> dict[str, int]:
+        counts = Counter(str(fault.kind) for fault in self.faults)
+        return {str(kind): counts[kind] for kind in ChaosKind}
+
+    def lines(self) -> list[str]:
+        clocks = ", ".join(f"server {n} {skew:+.1f} s" for n, skew in enumerate(self.skews, start=1))
+        return [
+            f"chaos seed {self.seed}: {len(self.faults)} faults; clocks {clocks}",
+            *(f"  {f.line()}" for f in self.faults),
+        ]
+
+
+def chaos_schedule(
+    *, seed: int, start: datetime, duration: timedelta, servers: int, postgres: bool = True
+) -> ChaosSchedule:
+    """The fault schedule of ``seed`` (see the module doc, step 1)."""
+    rng = random.Random(seed)
+    skews = tuple(_skew(rng) for _ in range(servers))
+    first, last = duration * QUIET_START, duration * (1 - QUIET_END)
+    kinds = [kind for kind in _WEIGHTS if postgres or kind != ChaosKind.DB_TERMINATE]
+    extra = max(0, round(duration.total_seconds() / 3600 * FAULTS_PER_HOUR) - len(kinds))
+    drawn = [*kinds, *rng.choices(kinds, weights=[_WEIGHTS[k] for k in kinds], k=extra)]
+    timed = sorted((timedelta(seconds=round(rng.uniform(first.total_seconds(), last.total_seconds()))), kind)
+                   for kind in drawn)  # fmt: skip
+    payout = _payout_instant(start, first, last) if postgres else None
+    if payout is not None:
+        timed = sorted([*timed, (payout, ChaosKind.PAYOUT_KILL)])
+    members, joined = list(range(1, servers + 1)), servers
+    faults = []
+    for at, kind in timed:
+        if kind == ChaosKind.SERVER_LEAVE and len(members) <= 2:
+            kind = ChaosKind.SERVER_JOIN  # never fewer than two servers
+        if kind == ChaosKind.SERVER_JOIN:
+            joined += 1
+            members.append(joined)
+            faults.append(ChaosFault(kind, at, joined, skew=_skew(rng)))
+            continue
+        server = rng.choice(members)
+        if kind == ChaosKind.SERVER_LEAVE:
+            members.remove(server)
+        faults.append(_fault(rng, kind, at, server))
+    return ChaosSchedule(seed=seed, skews=skews, faults=tuple(faults))
+
+
+def _fault(rng: random.Random, kind: ChaosKind, at: timedelta, server: int) -> ChaosFault:
+    if kind in (ChaosKind.WORKER_KILL, ChaosKind.PAYOUT_KILL):
+        return ChaosFault(kind, at, server, lasting=_seconds(rng, 20, 300))  # a supervisor restarting it
+    if kind == ChaosKind.WORKER_PAUSE:  # past the settlement's heartbeat timeout
+        return ChaosFault(kind, at, server, lasting=_seconds(rng, SETTLEMENT_TIMEOUT_SECONDS + 30, 900))
+    if kind == ChaosKind.SCHEDULER_KILL:
+        return ChaosFault(kind, at, server, lasting=_seconds(rng, 30, 600))
+    if kind == ChaosKind.CLOCK_SKEW:
+        return ChaosFault(kind, at, server, skew=_skew(rng))
+    if kind == ChaosKind.DB_TERMINATE:
+        return ChaosFault(kind, at, server, process=rng.choice([f"worker-{server}", f"scheduler-{server}", "orders"]))
+    return ChaosFault(kind, at, server)
+
+
+def _skew(rng: random.Random) -> float:
+    return round(rng.uniform(-MAX_SKEW_SECONDS, MAX_SKEW_SECONDS), 1)
+
+
+def _seconds(rng: random.Random, low: float, high: float) -> timedelta:
+    return timedelta(seconds=round(rng.uniform(low, high)))
+
+
+def _payout_instant(start: datetime, first: timedelta, last: timedelta) -> timedelta | None:
+    """Before the first payout tick inside the active window, if there is one, by more than
+    the fastest clock's lead (a scheduler that far ahead claims the tick that early)."""
+    lead = timedelta(seconds=MAX_SKEW_SECONDS + 90)
+    ticks = cron.ticks_between(PAYOUT_CRON, "UTC", start + first + lead, start + last)
+    return ticks[0] - start - lead if ticks else None
+
+
+def _hms(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+@dataclass
+class ChaosRecord:
+    """What one fault hit, and (filled in later) how the system recovered."""
+
+    fault: ChaosFault
+    at: datetime
+    target: str
+    hit: str
+    run_id: int | None = None
+    recovered: str = ""
+    story_of: Callable[[], str] | None = field(default=None, repr=False)
+
+    def line(self) -> str:
+        return f"{self.fault.kind} {self.target} at {self.at:%Y-%m-%d %H:%M:%S}: {self.hit}"
+
+    def story(self) -> str:
+        parts = [run_story(run_id=self.run_id)] if self.run_id is not None else []
+        parts += [self.story_of()] if self.story_of else []
+        parts += [self.recovered] if self.recovered else []
+        return "; ".join(parts)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"kind": str(self.fault.kind), "line": self.line(), "recovery": self.story()}
+
+
+class ChaosSimulation(Simulation):
+    """The simulation with the faults of a ``ChaosSchedule`` (see the module doc, step 2)."""
+
+    def __init__(self, plan: SimulationPlan, schedule: ChaosSchedule, *, log_dir: Path, say: Callable[[str], None]):
+        super().__init__(plan, log_dir=log_dir, say=say)
+        self.schedule = schedule
+        self.gone: set[int] = set()  # servers that left
+        self.offsets: dict[int, float] = dict(enumerate(schedule.skews, start=1))
+
+    def _injections(self) -> Iterator[tuple[datetime, Callable[[], None]]]:
+        for fault in self.schedule.faults:
+            yield self.plan.start + fault.at, partial(self._chaos, fault)
+
+    def _start_servers(self) -> None:
+        for number, skew in self.offsets.items():
+            self._start_server(number, skew=skew, worker_skew=skew)
+        self._start_traffic()
+
+    def _chaos(self, fault: ChaosFault) -> None:
+        close_old_connections()
+        inject = {
+            ChaosKind.WORKER_KILL: self._worker_kill,
+            ChaosKind.PAYOUT_KILL: self._payout_kill,
+            ChaosKind.WORKER_PAUSE: self._worker_pause,
+            ChaosKind.SCHEDULER_KILL: self._scheduler_kill,
+            ChaosKind.DB_TERMINATE: self._db_terminate,
+            ChaosKind.CLOCK_SKEW: self._clock_skew,
+            ChaosKind.SERVER_JOIN: self._server_join,
+            ChaosKind.SERVER_LEAVE: self._server_leave,
+        }[fault.kind]
+        self._record(inject(fault))
+
+    def _worker_in_flight(self, fault: ChaosFault) -> tuple[Process, JobRun | None]:
+        """The worker running a settlement (or any run), else the fault's server's worker,
+        else any live worker."""
+        run = self._running(TARGET_JOB, within=TARGET_WAIT_SECONDS)
+        owner = self.fleet.owner_of(_pid(run.worker)) if run else None
+        if owner is not None:
+            return owner, run
+        return self._live(f"worker-{fault.server}", "worker-"), None
+
+    def _running(self, job_name: str, *, within: float) -> JobRun | None:
+        """A running run of ``job_name`` (waiting up to ``within`` simulated seconds), else
+        any running run, else None."""
+        running = JobRun.objects.filter(status=RunStatus.RUNNING).order_by("started_at")
+        try:
+            wait_for(
+                lambda: _fresh(running.filter(job_name=job_name)),
+                timeout=self.clock.real_seconds(within),
+                what=f"a {job_name} run",
+            )
+        except TimeoutError:
+            return running.first()
+        return running.filter(job_name=job_name).first()
+
+    def _live(self, name: str, prefix: str) -> Process:
+        process = self.fleet.processes.get(name)
+        if process is not None and process.alive():
+            return process
+        return next(p for p in self.fleet.named(prefix) if p.alive())
+
+    def _worker_kill(self, fault: ChaosFault) -> ChaosRecord:
+        victim, run = self._worker_in_flight(fault)
+        victim.send(signal.SIGKILL)
+        self._later(fault.lasting, partial(self._restart_unless_gone, victim))
+        return self._hit(fault, victim, run, "SIGKILL")
+
+    def _worker_pause(self, fault: ChaosFault) -> ChaosRecord:
+        victim, run = self._worker_in_flight(fault)
+        victim.send(signal.SIGSTOP)
+        self._later(fault.lasting, partial(self._resume, victim))
+        return self._hit(fault, victim, run, f"SIGSTOP for {_hms(fault.lasting)}")
+
+    def _hit(self, fault: ChaosFault, victim: Process, run: JobRun | None, what: str) -> ChaosRecord:
+        hit = f"{what}; run {run.id} ({run.job_name}, fence {run.fence}) in flight" if run else f"{what}; idle"
+        return ChaosRecord(fault, self.clock.now(), victim.name, hit, run_id=run.id if run else None)
+
+    def _payout_kill(self, fault: ChaosFault) -> ChaosRecord:
+        """Hold a SHARE lock on the payout table from the tick on, so the payout run's
+        INSERT waits inside its transaction; SIGKILL its worker there, then let go."""
+        with _own_connection() as pin:
+            pin.execute("LOCK TABLE payouts_payout IN SHARE MODE")
+            finished = JobRun.objects.filter(job_name=PAYOUT_JOB, finished_at__isnull=False)
+            with contextlib.suppress(TimeoutError):
+                wait_for(
+                    lambda: _blocked_by(pin) > 0 or _fresh(finished), timeout=PIN_WAIT_SECONDS, what="the payout write"
+                )
+            if not _blocked_by(pin):
+                pin.rollback()
+                return ChaosRecord(fault, self.clock.now(), "-", "the payout run never reached its write")
+            close_old_connections()
+            run = JobRun.objects.filter(job_name=PAYOUT_JOB, status=RunStatus.RUNNING).order_by("-started_at").first()
+            victim = self.fleet.owner_of(_pid(run.worker)) if run else None
+            if victim is not None:
+                victim.send(signal.SIGKILL)
+                wait_for(lambda: not victim.alive(), timeout=10, what="the payout worker dying")
+            pin.rollback()
+        if run is None or victim is None:
+            return ChaosRecord(fault, self.clock.now(), "-", "the blocked payout write had no worker of this fleet")
+        self._later(fault.lasting, partial(self._restart_unless_gone, victim))
+        return self._hit(fault, victim, run, "SIGKILL inside the payout INSERT")
+
+    def _scheduler_kill(self, fault: ChaosFault) -> ChaosRecord:
+        victim = self._live(f"scheduler-{fault.server}", "scheduler-")
+        victim.send(signal.SIGKILL)
+        down = self.clock.now()
+        self._later(fault.lasting, partial(self._restart_unless_gone, victim))
+        record = ChaosRecord(fault, down, victim.name, f"SIGKILL; down for {_hms(fault.lasting)}")
+        record.story_of = partial(_claims_while_down, down, down + fault.lasting)
+        return record
+
+    def _db_terminate(self, fault: ChaosFault) -> ChaosRecord:
+        name = fault.process
+        process = self.fleet.processes.get(name)
+        if process is None or not process.alive():
+            name = self._live(f"worker-{fault.server}", "worker-").name
+        rows = _terminate(name)
+        states = Counter(state for state in rows)
+        in_transaction = states["active"] + states["idle in transaction"]
+        hit = f"{len(rows)} connections terminated ({in_transaction} inside a transaction or statement)"
+        record = ChaosRecord(fault, self.clock.now(), name, hit)
+        self._later(timedelta(minutes=1), partial(self._reconnected, record, name))
+        return record
+
+    def _reconnected(self, record: ChaosRecord, name: str) -> None:
+        process = self.fleet.processes[name]
+        count = _connections_of(name)
+        alive = "alive" if process.alive() else "NOT alive"
+        record.recovered = f"a minute later {name} was {alive} with {count} connections"
+
+    def _clock_skew(self, fault: ChaosFault) -> ChaosRecord:
+        if fault.server in self.gone:
+            return ChaosRecord(fault, self.clock.now(), f"scheduler-{fault.server}", "server gone: nothing to do")
+        process = self.fleet[f"scheduler-{fault.server}"]
+        before = self.offsets[fault.server]
+        self.fleet.stop([process])
+        process.env.update(self._env(skew=fault.skew))
+        self.fleet.restart(process.name)
+        self.offsets[fault.server] = fault.skew
+        return ChaosRecord(fault, self.clock.now(), process.name, f"clock {before:+.1f} s -> {fault.skew:+.1f} s")
+
+    def _server_join(self, fault: ChaosFault) -> ChaosRecord:
+        self._start_server(fault.server, skew=fault.skew, worker_skew=fault.skew)
+        self.offsets[fault.server] = fault.skew
+        return ChaosRecord(fault, self.clock.now(), f"server {fault.server}", "worker and scheduler started")
+
+    def _server_leave(self, fault: ChaosFault) -> ChaosRecord:
+        worker = self.fleet[f"worker-{fault.server}"]
+        run = _run_of(worker)
+        self.gone.add(fault.server)
+        codes = self.fleet.stop([self.fleet[f"scheduler-{fault.server}"], worker])
+        clean = all(code is not None for code in codes.values())
+        hit = f"stopped {'cleanly' if clean else 'after the grace period (SIGKILL)'}"
+        hit += f"; run {run.id} ({run.job_name}) was in flight" if run else "; idle"
+        return ChaosRecord(fault, self.clock.now(), f"server {fault.server}", hit, run_id=run.id if run else None)
+
+    def _restart_unless_gone(self, process: Process) -> None:
+        if int(process.name.rsplit("-", 1)[1]) in self.gone or process.alive():
+            return
+        self._restart(process)
+
+
+def _fresh(queryset: QuerySet[JobRun]) -> bool:
+    close_old_connections()
+    return queryset.exists()
+
+
+def _run_of(worker: Process) -> JobRun | None:
+    close_old_connections()
+    running = JobRun.objects.filter(status=RunStatus.RUNNING).order_by("started_at")
+    return next((run for run in running if worker.owns(_pid(run.worker))), None)
+
+
+def _claims_while_down(down: datetime, up: datetime) -> str:
+    claims = JobRun.objects.filter(trigger=Trigger.CRON, scheduled_for__gt=down, scheduled_for__lte=up)
+    return f"{claims.count()} cron ticks due while it was down, each claimed by another scheduler or on its return"
+
+
+def _own_connection() -> psycopg.Connection[tuple[Any, ...]]:
+    """A connection of the injector's own (not Django's), for a lock held across polls."""
+    db = settings.DATABASES["default"]
+    return psycopg.connect(
+        host=db["HOST"] or "127.0.0.1",
+        port=int(db["PORT"] or 5432),
+        user=db["USER"],
+        password=db["PASSWORD"] or None,
+        dbname=db["NAME"],
+        application_name="chaos-injector",
+    )
+
+
+def _blocked_by(conn: psycopg.Connection[tuple[Any, ...]]) -> int:
+    """How many backends wait for a lock ``conn`` holds."""
+    conn.execute("SELECT pg_stat_clear_snapshot()")  # else read once per transaction
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _connections_of(application_name: str) -> int:
+    close_old_connections()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [application_name])
+        row = cursor.fetchone()
+        return int(row[0]) if row else 0
+
+
+def _terminate(application_name: str) -> list[str]:
+    """pg_terminate_backend on every connection of the named process; their states."""
+    close_old_connections()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT state, pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND application_name = %s AND pid <> pg_backend_pid()",
+            [application_name],
+        )
+        return [state or "" for state, _ in cursor.fetchall()]

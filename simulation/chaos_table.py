@@ -1,0 +1,147 @@
+"""``python -m simulation.chaos_table``: ``simulate --chaos`` for a list of seeds, one
+after another against ``DATABASE_URL``, and a table of what each did: the faults it
+injected by kind, whether every invariant held, how long it took. A seed that broke an
+invariant prints the command that replays it. Exits 1 if any seed failed (with
+``--expect-failures``, for a deliberately broken build, it reports how many were caught).
+
+Every seed starts from the same seeded history (``seed_demo --reset``) and the same
+simulated start, so a seed's schedule is the same in every run of the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+BREAK_VARIABLE = "TIFFIN_SIMULATE_BREAK"  # simulation.probe_jobs.BREAK_VARIABLE
+# Column headings for simulation.chaos.ChaosKind's values, in its order (this module runs
+# without Django, so it names them rather than importing them).
+_SHORT = {
+    "worker-kill": "kill",
+    "worker-kill-mid-payout": "payout",
+    "worker-pause": "pause",
+    "scheduler-kill": "sched",
+    "db-terminate": "dbterm",
+    "clock-skew": "skew",
+    "server-join": "join",
+    "server-leave": "leave",
+}
+
+
+@dataclass
+class SeedResult:
+    seed: int
+    ok: bool
+    seconds: float
+    by_kind: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def row(self) -> str:
+        counts = "".join(f"{self.by_kind.get(kind, 0):>7}" for kind in _SHORT)
+        held = "yes" if self.ok else f"NO ({len(self.problems)})"
+        return f"{self.seed:>6}{counts}  {held:<12}{self.seconds:>7.0f} s"
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'1-20', '3,7,9' or '1-5,11'."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        seeds += range(int(low), int(high or low) + 1)
+    if not seeds:
+        raise ValueError(f"{text!r}: no seeds")
+    return seeds
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m simulation.chaos_table", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", default="1-20", help="seeds, e.g. 1-20 or 3,7,9 (default 1-20)")
+    parser.add_argument("--duration", default="2h", help="simulated time per seed (default 2h)")
+    parser.add_argument("--speed", default="120", help="simulated seconds per real second (default 120)")
+    parser.add_argument("--servers", default="3", help="servers at the start (default 3)")
+    parser.add_argument("--start", default="2027-03-07T20:00:00+00:00", help="simulated start (a Sunday 20:00 UTC)")
+    parser.add_argument("--break", dest="broken", default="", help="run a deliberately broken build (probe_jobs)")
+    parser.add_argument("--expect-failures", action="store_true", help="a broken build: count the seeds that caught it")
+    parser.add_argument("--log-dir", default="db/chaos-logs", help="each seed's process logs (default db/chaos-logs)")
+    options = parser.parse_args(argv)
+    try:
+        options.seed_list = parse_seeds(options.seeds)
+    except ValueError as error:
+        parser.error(str(error))
+    return options
+
+
+def _commands(options: argparse.Namespace, seed: int) -> list[list[str]]:
+    seed_demo = ["seed_demo", "--reset", "--restaurants", "9", "--weeks", "3", "--now", options.start]
+    simulate = ["simulate", "--reset", "--chaos", str(seed), "--start", options.start, "--duration", options.duration]
+    simulate += ["--speed", options.speed, "--servers", options.servers]
+    return [seed_demo, simulate]
+
+
+def replay_command(options: argparse.Namespace, seed: int) -> str:
+    env = f"DATABASE_URL={shlex.quote(os.environ.get('DATABASE_URL', ''))} "
+    env += f"{BREAK_VARIABLE}={shlex.quote(options.broken)} " if options.broken else ""
+    return " && ".join(f"{env}python manage.py {shlex.join(command)}" for command in _commands(options, seed))
+
+
+def run_seed(options: argparse.Namespace, seed: int) -> SeedResult:
+    env = {**os.environ, **({BREAK_VARIABLE: options.broken} if options.broken else {})}
+    manage = [sys.executable, str(PROJECT_DIR / "manage.py")]
+    seed_demo, simulate = _commands(options, seed)
+    began = time.monotonic()
+    subprocess.run([*manage, *seed_demo], env=env, cwd=PROJECT_DIR, check=True, capture_output=True)
+    log_dir = str(Path(options.log_dir) / f"seed-{seed}")
+    done = subprocess.run(
+        [*manage, *simulate, "--json", "--log-dir", log_dir], env=env, cwd=PROJECT_DIR, capture_output=True, text=True
+    )
+    seconds = time.monotonic() - began
+    try:
+        report: dict[str, Any] = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        return SeedResult(seed, ok=False, seconds=seconds, problems=[f"no report: {done.stderr[-500:]}"])
+    ok = done.returncode == 0 and report["ok"]
+    return SeedResult(seed, ok=ok, seconds=seconds, by_kind=report["chaos"]["by_kind"], problems=report["problems"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = _arguments(argv)
+    build = f" (broken build: {BREAK_VARIABLE}={options.broken})" if options.broken else ""
+    seeds = len(options.seed_list)
+    print(f"chaos: {seeds} seeds x {options.duration} at {options.speed}x, {options.servers} servers{build}")
+    print(f"{'seed':>6}" + "".join(f"{name:>7}" for name in _SHORT.values()) + f"  {'invariants':<12}{'real':>9}")
+    results = []
+    for seed in options.seed_list:
+        result = run_seed(options, seed)
+        results.append(result)
+        print(result.row(), flush=True)
+    return _summary(options, results)
+
+
+def _summary(options: argparse.Namespace, results: list[SeedResult]) -> int:
+    total: Counter[str] = Counter()
+    for result in results:
+        total.update(result.by_kind)
+    print(f"{'total':>6}" + "".join(f"{total[kind]:>7}" for kind in _SHORT))
+    failed = [result for result in results if not result.ok]
+    print(f"every invariant held in {len(results) - len(failed)} of {len(results)} seeds")
+    for result in failed:
+        print(f"seed {result.seed} broke: {'; '.join(result.problems[:3])}")
+        print(f"  replay: {replay_command(options, result.seed)}")
+    if options.expect_failures:
+        print(f"the broken build was caught by {len(failed)} of {len(results)} seeds")
+        return 0 if failed else 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""The chaos fault schedule: drawn from the seed alone, every kind in every run, inside the
+active window, never fewer than two servers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from simulation.chaos import MAX_SKEW_SECONDS, QUIET_END, QUIET_START, ChaosKind, ChaosSchedule, chaos_schedule
+from simulation.chaos_table import _SHORT, parse_seeds
+from simulation.probe_jobs import SETTLEMENT_TIMEOUT_SECONDS
+
+START = datetime(2027, 3, 7, 20, 0, tzinfo=UTC)  # a Sunday, half an hour before the payout tick
+HOURS = timedelta(hours=3)
+
+
+def _draw(seed: int, *, postgres: bool = True, duration: timedelta = HOURS) -> ChaosSchedule:
+    return chaos_schedule(seed=seed, start=START, duration=duration, servers=3, postgres=postgres)
+
+
+def test_it_draws_the_same_schedule_from_the_same_seed_and_another_from_another() -> None:
+    assert _draw(11) == _draw(11)
+    assert _draw(11).lines() == _draw(11).lines()
+    assert _draw(11).faults != _draw(12).faults
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_every_kind_comes_inside_the_active_window_and_two_servers_always_remain(seed: int) -> None:
+    schedule = _draw(seed)
+    assert {fault.kind for fault in schedule.faults} == set(ChaosKind)
+    assert all(HOURS * QUIET_START <= fault.at <= HOURS * (1 - QUIET_END) for fault in schedule.faults)
+    assert [f.at for f in schedule.faults] == sorted(f.at for f in schedule.faults)
+    assert schedule.max_skew <= MAX_SKEW_SECONDS and len(schedule.skews) == 3
+    members = {1, 2, 3}
+    for fault in schedule.faults:
+        if fault.kind == ChaosKind.SERVER_JOIN:
+            assert fault.server not in members
+            members.add(fault.server)
+        elif fault.kind == ChaosKind.SERVER_LEAVE:
+            members.remove(fault.server)
+        else:
+            assert fault.server in members, fault
+        assert len(members) >= 2
+    pauses = [f.lasting for f in schedule.faults if f.kind == ChaosKind.WORKER_PAUSE]
+    assert all(pause > timedelta(seconds=SETTLEMENT_TIMEOUT_SECONDS) for pause in pauses), "past the heartbeat timeout"
+
+
+def test_the_payout_kill_pins_the_write_before_the_fastest_clock_claims_the_tick() -> None:
+    (payout,) = [f for f in _draw(5).faults if f.kind == ChaosKind.PAYOUT_KILL]
+    tick = datetime(2027, 3, 7, 20, 30, tzinfo=UTC)
+    assert START + payout.at < tick - timedelta(seconds=MAX_SKEW_SECONDS)
+
+
+def test_without_postgresql_nothing_needs_it_and_without_a_payout_tick_no_payout_kill() -> None:
+    kinds = {fault.kind for fault in _draw(3, postgres=False).faults}
+    assert ChaosKind.DB_TERMINATE not in kinds and ChaosKind.PAYOUT_KILL not in kinds
+    monday = chaos_schedule(seed=3, start=START + timedelta(days=1), duration=HOURS, servers=3)
+    assert ChaosKind.PAYOUT_KILL not in {fault.kind for fault in monday.faults}
+
+
+def test_the_table_names_every_kind_and_reads_seed_lists() -> None:
+    assert list(_SHORT) == [str(kind) for kind in ChaosKind]
+    assert parse_seeds("1-3,7") == [1, 2, 3, 7]
+    with pytest.raises(ValueError):
+        parse_seeds("a-b")
