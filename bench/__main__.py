@@ -11,11 +11,10 @@ Exits non-zero if any benchmark missed a goal or failed to run.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 
-from bench.common import PYTHON, ROOT, fmt
+from bench.common import PYTHON, ROOT, fmt, run, stop_on_sigterm
 from bench.markdown import markdown_write
 
 # Cheapest first, so a broken setup shows up early.
@@ -27,6 +26,7 @@ def main() -> int:
     parser.add_argument("names", nargs="*", help=f"benchmarks to run (default: all of {', '.join(BENCHMARKS)})")
     parser.add_argument("--markdown-only", action="store_true", help="only rewrite BENCHMARKS.md")
     args = parser.parse_args()
+    stop_on_sigterm()
     unknown = sorted(set(args.names) - set(BENCHMARKS))
     if unknown:
         parser.error(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
@@ -45,7 +45,7 @@ def main() -> int:
 def _run(name: str) -> tuple[int, float]:
     print(f"\n--- python -m bench.{name}", flush=True)
     started = time.monotonic()
-    code = subprocess.run([PYTHON, "-m", f"bench.{name}"], cwd=ROOT, check=False).returncode
+    code = run([PYTHON, "-m", f"bench.{name}"], cwd=ROOT)
     return code, time.monotonic() - started
 
 

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +26,8 @@ from typing import Any, Literal
 
 import psycopg
 from psycopg import sql as pgsql
+
+from bench.guardian import GRACE_SECONDS, groups_stop
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -76,7 +78,9 @@ def server_started_at() -> Any:
 
 def manage(*args: str, url: str, **env: str) -> None:
     """Run ``manage.py <args>`` against ``url`` and fail loudly if it fails."""
-    subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=child_env(url, **env), check=True)
+    code = run([PYTHON, "manage.py", *args], cwd=ROOT, env=child_env(url, **env))
+    if code:
+        raise SystemExit(f"manage.py {' '.join(args)} failed with exit code {code}")
 
 
 def child_env(url: str, **extra: str) -> dict[str, str]:
@@ -150,6 +154,67 @@ def bulk_load(url: str, table: str, statements: Sequence[tuple[str, Sequence[Any
 # --- Processes --------------------------------------------------------------------------
 
 
+_GUARDIAN: list[subprocess.Popen[bytes]] = []
+
+
+def _guardian() -> subprocess.Popen[bytes]:
+    """This process's guardian (``bench.guardian``), started on first use: it stops every
+    group registered with it once this process is gone, however it went."""
+    if not _GUARDIAN or _GUARDIAN[0].poll() is not None:
+        _GUARDIAN[:] = [
+            subprocess.Popen(
+                [PYTHON, "-m", "bench.guardian"],
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                stdin=subprocess.PIPE,
+                start_new_session=True,
+            )
+        ]
+    return _GUARDIAN[0]
+
+
+def _guardian_tell(line: str) -> None:
+    stdin = _guardian().stdin
+    assert stdin is not None
+    stdin.write(f"{line}\n".encode())
+    stdin.flush()
+
+
+def spawn(args: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
+    """Start a benchmark child leading a process group of its own, registered with the
+    guardian, so it and everything it forks stop with the benchmark (``group_stop``)."""
+    process = subprocess.Popen(list(args), start_new_session=True, **popen)
+    _guardian_tell(f"+{process.pid}")
+    return process
+
+
+def group_stop(process: subprocess.Popen[bytes], timeout: float = GRACE_SECONDS) -> int:
+    """Stop ``process`` and its whole group: SIGTERM (the worker stops its cluster
+    cleanly), SIGKILL to whatever is left after ``timeout``; wait for all of it."""
+    started = time.monotonic()
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        with suppress(subprocess.TimeoutExpired):
+            process.wait(timeout)
+    left = groups_stop([process.pid], grace=max(timeout - (time.monotonic() - started), 0.0))
+    process.wait()
+    if left:
+        raise RuntimeError(f"processes {left} of group {process.pid} outlived SIGKILL")
+    _guardian_tell(f"-{process.pid}")
+    return process.returncode
+
+
+def run(args: Sequence[str], **popen: Any) -> int:
+    """``subprocess.run(args, check=False)`` for a benchmark child: its own group, stopped
+    with it if this process is interrupted. Returns the exit code."""
+    process = spawn(args, **popen)
+    try:
+        process.wait()
+    finally:
+        group_stop(process)
+    return process.returncode
+
+
 @dataclass
 class Child:
     """A child process whose output goes to a log file (shown if it fails)."""
@@ -158,16 +223,9 @@ class Child:
     popen: subprocess.Popen[bytes]
     log: Path
 
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM (the worker stops its cluster cleanly), then SIGKILL if it hangs."""
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        return self.popen.returncode
+    def stop(self, timeout: float = GRACE_SECONDS) -> int:
+        """Stop the child and every process of its group (see ``group_stop``)."""
+        return group_stop(self.popen, timeout)
 
     def cpu_seconds(self) -> float:
         """CPU time (user + system) of this process and every descendant, alive or reaped.
@@ -209,8 +267,15 @@ def _descendants(pid: int) -> list[int]:
 def child_start(name: str, args: Sequence[str], *, env: dict[str, str], logs: Path) -> Child:
     log = logs / f"{name}.log"
     with log.open("wb") as out:
-        popen = subprocess.Popen(list(args), cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        popen = spawn(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     return Child(name=name, popen=popen, log=log)
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM (``group_stop`` of a parent) a SystemExit, so ``finally`` blocks stop
+    this process's children before it goes; the guardian covers SIGKILL."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 @contextmanager
@@ -218,6 +283,7 @@ def children(bench: str) -> Iterator[tuple[list[Child], Path]]:
     """A list to start children into; all still running are stopped on the way out."""
     logs = Path(tempfile.mkdtemp(prefix=f"tiffin-bench-{bench}-"))
     started: list[Child] = []
+    stop_on_sigterm()
     try:
         yield started, logs
     finally:

@@ -116,7 +116,7 @@ def runs_claim(
     """Insert the planned claims; enqueue the ones won that should run (unless the
     caller executes them itself). Call inside a transaction: claim and enqueue commit together."""
     rows = [_claim_row(job.name, subject, planned, trigger, now) for planned in plan]
-    won = list(JobRun.objects.filter(id__in=sql.claim_runs(rows)).order_by("scheduled_for"))
+    won = sorted(sql.claim_runs(rows), key=lambda run: run.scheduled_for)
     for run in won:
         if enqueue and run.status == RunStatus.ENQUEUED:
             enqueue_runs(job_name=job.name, run_ids=[run.id])

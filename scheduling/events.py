@@ -27,8 +27,11 @@ def runs_record(runs: Sequence[JobRun], *, kind: str, now: datetime, message: st
         for run in runs
     ]
     JobRunEvent.objects.bulk_create(events)
-    for run in runs:
-        logger.info(_log_line(run, kind=kind, now=now, message=message))
+    # Built only if someone reads it: a JSON line per run per transition was 4 % of a
+    # worker's CPU on a batch of 200 cancellations at LOG_LEVEL=WARNING (bench/profile_delayed.py).
+    if logger.isEnabledFor(logging.INFO):
+        for run in runs:
+            logger.info(_log_line(run, kind=kind, now=now, message=message))
 
 
 def _log_line(run: JobRun, *, kind: str, now: datetime, message: str) -> str:

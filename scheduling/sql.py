@@ -47,21 +47,25 @@ CLAIM_COLUMNS = (
 )
 
 
-def claim_runs(rows: Sequence[Sequence[Any]]) -> list[int]:
-    """Insert claim rows (each follows CLAIM_COLUMNS); return the ids this caller won.
+def claim_runs(rows: Sequence[Sequence[Any]]) -> list[JobRun]:
+    """Insert claim rows (each follows CLAIM_COLUMNS); return the runs this caller won.
 
-    ``INSERT ... ON CONFLICT DO NOTHING RETURNING id`` on the unique key
+    ``INSERT ... ON CONFLICT DO NOTHING RETURNING`` on the unique key
     (job_name, subject, scheduled_for), served by the job_run_claim_key index: a row
     another server already holds returns nothing, so only the winner goes on to enqueue.
+    The won rows come back whole from RETURNING (through a raw queryset, so every field
+    is converted as the ORM would), not from a second SELECT by id: that read was one of
+    the six round trips of every ``order_place`` (bench/profile_delayed.py).
     """
     if not rows:
         return []
     row_sql = "(" + ", ".join(["%s"] * len(CLAIM_COLUMNS)) + ")"
+    returned = ", ".join(connection.ops.quote_name(f.column) for f in JobRun._meta.concrete_fields)
     sql = (
         f"INSERT INTO job_runs ({', '.join(CLAIM_COLUMNS)}) VALUES {', '.join([row_sql] * len(rows))} "
-        "ON CONFLICT (job_name, subject, scheduled_for) DO NOTHING RETURNING id"
+        f"ON CONFLICT (job_name, subject, scheduled_for) DO NOTHING RETURNING {returned}"
     )
-    return [row[0] for row in _execute(sql, [value for row in rows for value in row])]
+    return list(JobRun.objects.raw(sql, [adapt(value) for row in rows for value in row]))
 
 
 def next_fence() -> int:
