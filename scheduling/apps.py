@@ -12,6 +12,10 @@ class SchedulingConfig(AppConfig):
         from django.utils.module_loading import autodiscover_modules
 
         from scheduling import checks  # noqa: F401  (registers the system checks)
+        from scheduling.metrics import metrics_process_setup
+
+        # Before anything counts: the multiprocess directory, when metrics are on.
+        metrics_process_setup()
 
         # Each app declares its jobs in its own jobs.py; importing them registers them.
         autodiscover_modules("jobs")
