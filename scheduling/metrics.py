@@ -142,6 +142,30 @@ def runs_finished_observe(*, runs: Iterable[Any], outcome: str, now: datetime, t
     _after_commit(count)
 
 
+# The outcomes RUNS_FINISHED counts, and the stages of FENCE_REJECTIONS.
+FINISH_OUTCOMES = ("succeeded", "failed", "abandoned", "dead", "superseded")
+FENCE_STAGES = ("write", "finish")
+
+
+def metrics_series_declare(*, job_names: Iterable[str]) -> None:
+    """Create every series of the declared jobs at zero (at start, in the app's ``ready``).
+
+    A counter series born at its first increment has no earlier sample, so Prometheus's
+    increase() cannot see that increment: a first dead run would never alert.
+    """
+    for name in job_names:
+        RUNS_STARTED.labels(name)
+        RETRIES_STARTED.labels(name)
+        START_LATENESS.labels(name)
+        RUN_DURATION.labels(name)
+        for result in ("won", "lost"):
+            CLAIMS.labels(name, result)
+        for outcome in FINISH_OUTCOMES:
+            RUNS_FINISHED.labels(name, outcome)
+    for stage in FENCE_STAGES:
+        FENCE_REJECTIONS.labels(stage)
+
+
 def fence_rejected_count(*, stage: str, count: int = 1) -> None:
     if count:
         FENCE_REJECTIONS.labels(stage).inc(count)
