@@ -4,7 +4,8 @@ server, whichever one Prometheus asks.
 Every read is bounded, so a scrape costs the same on ten million runs as on none:
 
 1. per declared job, the newest finish of each outcome (last success, last run and its
-   outcome): one descent of the partial index ``job_run_job_finished`` per outcome;
+   outcome): one query, one descent of the partial index ``job_run_job_finished`` per
+   job and outcome;
 2. runs by job and status whose logical time is inside the missed-run check's window:
    a range of ``job_run_recent`` (the window's runs, not the history);
 3. the backlog, runs due and not started: the due ones through ``job_run_due``, the
@@ -22,13 +23,13 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Max, Min, QuerySet
+from django.db.models import Count, Max, Min, OuterRef, QuerySet, Subquery
 from django_q.models import OrmQ
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -90,26 +91,37 @@ def _job_finishes() -> Iterator[Metric]:
         "1 for the outcome of the job's newest finished attempt, 0 for the others.",
         labels=["job_name", "status"],
     )
-    for job in registry.all():
-        finishes = {status: job_last_finish(job_name=job.name, status=status) for status in FINISHED_STATUSES}
+    for job_name, finishes in jobs_last_finishes().items():
         known = {status: at for status, at in finishes.items() if at is not None}
         if RunStatus.SUCCEEDED in known:
-            success.add_metric([job.name], _seconds(known[RunStatus.SUCCEEDED]))
+            success.add_metric([job_name], _seconds(known[RunStatus.SUCCEEDED]))
         if not known:
             continue
         newest = max(known, key=lambda status: known[status])
-        last.add_metric([job.name], _seconds(known[newest]))
+        last.add_metric([job_name], _seconds(known[newest]))
         for status in FINISHED_STATUSES:
-            outcome.add_metric([job.name, str(status)], 1.0 if status == newest else 0.0)
+            outcome.add_metric([job_name, str(status)], 1.0 if status == newest else 0.0)
     yield from (success, last, outcome)
 
 
-def job_last_finish(*, job_name: str, status: str) -> datetime | None:
-    """The newest ``finished_at`` of the job's runs in ``status``: one backward step of
-    the partial index job_run_job_finished (job_name, status, finished_at)."""
-    rows = JobRun.objects.filter(job_name=job_name, status=status, finished_at__isnull=False)
-    latest: datetime | None = rows.order_by("-finished_at").values_list("finished_at", flat=True).first()
-    return latest
+def jobs_last_finishes() -> dict[str, dict[str, datetime | None]]:
+    """Per declared and registered job, the newest ``finished_at`` of each finished status.
+
+    One query: a row per job from job_schedules, with one correlated subquery per status,
+    each a single backward step of the partial index job_run_job_finished (job_name,
+    status, finished_at). A query per job and status cost a scrape 36 round trips.
+    """
+    newest = {
+        str(status): Subquery(
+            JobRun.objects.filter(job_name=OuterRef("job_name"), status=status, finished_at__isnull=False)
+            .order_by("-finished_at")
+            .values("finished_at")[:1]
+        )
+        for status in FINISHED_STATUSES
+    }
+    declared = Schedule.objects.filter(job_name__in=[job.name for job in registry.all()]).order_by("job_name")
+    rows: Iterable[tuple[Any, ...]] = declared.annotate(**newest).values_list("job_name", *newest)
+    return {row[0]: dict(zip(newest, row[1:], strict=True)) for row in rows}
 
 
 def _runs_in_window(now: datetime) -> Metric:
