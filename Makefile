@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PG_URL ?= $(if $(DATABASE_URL),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/tiffin)
 SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
 
-.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps bench soak chaos up browser-deps clean
+.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps bench soak chaos up browser-deps prometheus-deps clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -66,7 +66,7 @@ screenshots: $(STAMP) browser-deps ## Rewrite docs/dashboard.png and docs/explai
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	TIFFIN_SCREENSHOTS=1 DATABASE_URL=$(PG_URL) $(BIN)/pytest -p no:cacheprovider -m browser tests/browser
 
-test: lint typecheck browser-deps test-postgres test-sqlite ## Lint, type-check, the whole suite on PostgreSQL, the portable part on SQLite
+test: lint typecheck browser-deps prometheus-deps test-postgres test-sqlite ## Lint, type-check, the whole suite on PostgreSQL, the portable part on SQLite
 
 # The failure scenarios (tests/scenarios, marker `scenario`) start real processes against
 # fresh PostgreSQL databases; `make test` runs them in its PostgreSQL pass. The pooler
@@ -104,6 +104,27 @@ browser-deps: ## Install Debian's chromium for the browser tests if it is missin
 	else \
 	  echo "$(CHROMIUM) is missing: run 'sudo apt-get install chromium' to run the browser tests;"; \
 	  echo "without it they are skipped (and fail under CI=true)"; \
+	fi
+
+# The metrics tests run Debian's promtool and Prometheus server (package prometheus).
+# Installed with apt when missing and we are root, with --no-install-recommends and
+# policy-rc.d refusing to start its service (the tests start their own server on a free
+# port). Without it those tests skip with the reason, except under CI=true, where they fail.
+PROMTOOL := /usr/bin/promtool
+prometheus-deps: ## Install Debian's prometheus (promtool and the server) for the metrics tests if it is missing
+	@if [ -x $(PROMTOOL) ] && [ -x /usr/bin/prometheus ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "Installing Debian's prometheus for the metrics tests (apt-get)"; \
+	  policy=/usr/sbin/policy-rc.d; restore=; \
+	  if [ ! -e $$policy ]; then printf '#!/bin/sh\nexit 101\n' >$$policy && chmod +x $$policy && restore=1; fi; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      prometheus; } >/tmp/tiffin-prometheus-deps.log 2>&1 \
+	    || { tail -5 /tmp/tiffin-prometheus-deps.log; \
+	         echo "Could not install prometheus: the metrics tests will be skipped (and fail under CI=true)"; }; \
+	  if [ -n "$$restore" ]; then rm -f $$policy; fi; \
+	else \
+	  echo "$(PROMTOOL) is missing: run 'sudo apt-get install prometheus' to run the metrics tests;"; \
+	  echo "without them they are skipped (and fail under CI=true)"; \
 	fi
 
 up: $(STAMP) ## Serve the admin (gunicorn + whitenoise) and run one worker on the local database (after make demo)

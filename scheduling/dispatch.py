@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Min
 
-from scheduling import cron, sql
+from scheduling import cron, metrics, sql
 from scheduling.events import runs_record
 from scheduling.models import DUE_STATUSES, JobRun, RunStatus, Schedule, Trigger
 from scheduling.policies import PlannedTick, misfire_plan
@@ -117,6 +117,7 @@ def runs_claim(
     caller executes them itself). Call inside a transaction: claim and enqueue commit together."""
     rows = [_claim_row(job.name, subject, planned, trigger, now) for planned in plan]
     won = sorted(sql.claim_runs(rows), key=lambda run: run.scheduled_for)
+    metrics.claims_count(job_name=job.name, won=len(won), attempted=len(rows))
     for run in won:
         if enqueue and run.status == RunStatus.ENQUEUED:
             enqueue_runs(job_name=job.name, run_ids=[run.id])

@@ -20,7 +20,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 
-from scheduling import sql
+from scheduling import metrics, sql
 from scheduling.context import RunContext
 from scheduling.events import runs_record
 from scheduling.models import JobRun, Overlap, RunStatus, SkipReason
@@ -112,6 +112,7 @@ def _start(*, pending: list[JobRun], now: datetime, worker: str) -> list[RunCont
     )
     started = list(JobRun.objects.filter(id__in=[run.id for run in pending], fence=fence).order_by("id"))
     runs_record(started, kind="started", now=now)
+    metrics.runs_started_observe(runs=started, now=now)
     return [
         RunContext(
             run_id=run.id,
@@ -185,3 +186,4 @@ def _supersede(*, older: list[JobRun], by: JobRun, now: datetime) -> None:
     for run in older:
         run.status = RunStatus.SUPERSEDED
     runs_record(older, kind="superseded", now=now, message=message)
+    metrics.runs_finished_observe(runs=older, outcome=RunStatus.SUPERSEDED, now=now, timed=False)

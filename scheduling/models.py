@@ -171,6 +171,13 @@ class JobRun(models.Model):
                 name="job_run_by_hand",
                 condition=Q(trigger__in=["manual", "backfill"]),
             ),
+            # /metrics (scheduling.metrics_db): a job's newest finish of one outcome (its last
+            # success, its last run), WHERE job_name = ? AND status = ? ORDER BY finished_at DESC LIMIT 1.
+            models.Index(
+                fields=["job_name", "status", "finished_at"],
+                name="job_run_job_finished",
+                condition=Q(status__in=["succeeded", "failed", "abandoned", "dead", "skipped", "superseded"]),
+            ),
             # The history prune: finished runs oldest finished first, resuming after a key,
             # WHERE status IN (final) AND finished_at < cutoff AND (finished_at, id) > (?, ?).
             models.Index(

@@ -16,6 +16,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Q
 
+from scheduling import metrics
 from scheduling.events import runs_record
 from scheduling.models import JobRun, Overlap, RunStatus
 from scheduling.pings import job_ping_on_commit
@@ -58,6 +59,8 @@ def runs_succeed(*, job: Job, runs: list[JobRun], now: datetime, result: Any) ->
                 run.status, run.finished_at, run.result = RunStatus.SUCCEEDED, now, result
         runs_record([r for r in runs if r.id in owned], kind="succeeded", now=now)
         runs_record(lost, kind="finish_rejected", now=now, message="the run was no longer this worker's")
+        metrics.runs_finished_observe(runs=[r for r in runs if r.id in owned], outcome=RunStatus.SUCCEEDED, now=now)
+        metrics.fence_rejected_count(stage="finish", count=len(lost))
         queue_hand_off(job=job, now=now)
         if len(lost) < len(runs):
             job_ping_on_commit(job_name=job.name, failed=False)
@@ -87,7 +90,9 @@ def _fail_one(*, job: Job, run: JobRun, now: datetime, error: str, abandoned: bo
     )
     if not changed:
         runs_record([run], kind="fail_rejected", now=now, message=error)
+        metrics.fence_rejected_count(stage="finish")
         return None
+    metrics.runs_finished_observe(runs=[run], outcome=status, now=now, timed=not abandoned)
     run.status, run.finished_at, run.error = status, now, error
     runs_record([run], kind=str(status), now=now, message=error)
     if status == RunStatus.DEAD:

@@ -1,5 +1,5 @@
-"""Views: /healthz for probes, the staff's schedules dashboard, and the cron explainer
-(public at /cron/: it reads no data)."""
+"""Views: /healthz for probes, /metrics for Prometheus, the staff's schedules dashboard,
+and the cron explainer (public at /cron/: it reads no data)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from django.views.decorators.http import require_safe
 from scheduling import cron
 from scheduling.alerts import alerts_open_count
 from scheduling.explain import MAX_COUNT, cron_explain
+from scheduling.metrics import CONTENT_TYPE, metrics_render, token_accepted
 from scheduling.selectors import (
     LATE_AFTER,
     MISSED,
@@ -66,6 +67,23 @@ def _probe() -> tuple[str, datetime | None, int | None]:
     except DatabaseError:
         connection.close()  # do not hand a broken connection to the next request
         return "unreachable", None, None
+
+
+@never_cache
+@require_safe
+def metrics(request: HttpRequest) -> HttpResponse:
+    """The Prometheus exposition (scheduling.metrics): 404 unless METRICS_ENABLED, 401
+    without the bearer token when METRICS_BEARER_TOKEN is set. Never behind a login:
+    Prometheus cannot log in."""
+    if not settings.METRICS_ENABLED:
+        return HttpResponse("metrics are off (METRICS_ENABLED)\n", status=404, content_type="text/plain")
+    if not token_accepted(request.headers.get("Authorization", "")):
+        response = HttpResponse("a bearer token is required\n", status=401, content_type="text/plain")
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    response = HttpResponse(metrics_render(now=clock.now()), content_type=CONTENT_TYPE)
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 # --- The schedules dashboard ------------------------------------------------------------

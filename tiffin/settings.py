@@ -216,6 +216,15 @@ SCHEDULER_HEALTHZ_MAX_AGE_SECONDS = env_float(
     "SCHEDULER_HEALTHZ_MAX_AGE_SECONDS", 3 * SCHEDULER_POLL_SECONDS + 60, minimum=1
 )
 
+# --- Metrics (scheduling.metrics, /metrics for Prometheus; docs/metrics.md) ---------------
+# Off unless enabled. With a token set, a scrape must send "Authorization: Bearer <token>".
+METRICS_ENABLED = env_bool("METRICS_ENABLED", False)
+METRICS_BEARER_TOKEN = env_str("METRICS_BEARER_TOKEN", "")
+# Where every process of this server (gunicorn's and django-q2's forked workers) writes its
+# counters for /metrics to add up; emptied when the first of them starts. Empty: each
+# process reports only its own counts (right for a single process only).
+METRICS_MULTIPROC_DIR = env_str("METRICS_MULTIPROC_DIR", "")
+
 # django-q2: the ORM broker on the default database, so an enqueue inside a transaction
 # commits or rolls back with the claim. job_runs owns retries: failures are acknowledged
 # and a task is attempted once by django-q2; its own scheduler is off (ours replaces it).
