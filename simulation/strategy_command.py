@@ -30,6 +30,7 @@ def strategy_command(base: SimulationPlan, options: dict[str, Any], *, stdout: O
             duration=base.duration,
             speed=base.speed,
             environment=base.environment,
+            skews=tuple(base.skews()) if base.skew else (),
             options=options,
         )
     except ValueError as error:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import heapq
 import signal
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -58,8 +59,17 @@ PAUSE_AFTER = timedelta(seconds=30)
 PAUSE_FOR = timedelta(minutes=4)
 DOWN_FOR = timedelta(minutes=5)
 MIN_DURATION = timedelta(minutes=20)  # room for the three faults one after another
-BOOT_SECONDS = 4.0
+# Real seconds the processes get to boot before the clock reaches the start. A case whose
+# processes are not all ready by then (a loaded machine) is run again with twice as long.
+BOOT_SECONDS = 6.0
+BOOT_TRIES = 3
 DRAIN_SECONDS = 60.0
+# What each kind of process logs once it is ready for the first tick.
+READY_MARKERS = {"worker-": "] running.", "scheduler-": " started", "cron-": "cron line ready"}
+
+
+class BootTooSlowError(Exception):
+    """Some process was not ready when the simulated clock reached the start."""
 
 
 class StrategyFault(StrEnum):
@@ -112,6 +122,10 @@ class StrategyPlan:
     speed: float
     faults: frozenset[StrategyFault]
     environment: dict[str, str] = field(default_factory=dict)
+    skews: tuple[float, ...] = ()  # each server's clock offset, seconds (none: all exact)
+
+    def skew(self, number: int) -> float:
+        return self.skews[number - 1] if self.skews else 0.0
 
     @property
     def end(self) -> datetime:
@@ -159,12 +173,17 @@ class StrategyResult:
     executions: int = 0
     charges: int = 0
     duplicate_charges: int = 0
+    duplicate_executions: int = 0
     missed: int = 0
     noticed: bool | None = None  # None: nothing was missed
     stale_accepted: int = 0
     stale_refused: int = 0
     skipped: str = ""  # why this case could not run here
     events: list[str] = field(default_factory=list)
+
+    @property
+    def stale_counts(self) -> tuple[int, int]:
+        return (self.stale_accepted, self.stale_refused)
 
     @property
     def exactly_once(self) -> bool:
@@ -193,11 +212,13 @@ class StrategyDeployment:
     """Start the servers of ``case`` on a fresh clock, inject the plan's faults on time,
     stop everything, and say what each fault hit."""
 
-    def __init__(self, plan: StrategyPlan, case: StrategyCase, *, log_dir: Path, say: Callable[[str], None]) -> None:
+    def __init__(
+        self, plan: StrategyPlan, case: StrategyCase, *, log_dir: Path, lead: float, say: Callable[[str], None]
+    ) -> None:
         self.plan = plan
         self.case = case
         self.say = say
-        self.clock = SimulatedTime.starting(plan.start, speed=plan.speed, lead=BOOT_SECONDS)
+        self.clock = SimulatedTime.starting(plan.start, speed=plan.speed, lead=lead)
         self.fleet = Fleet(environment=plan.environment, log_dir=log_dir)
         self.events: list[str] = []
         self.pending: list[tuple[datetime, int, Callable[[], None]]] = []
@@ -205,6 +226,7 @@ class StrategyDeployment:
     def run(self) -> list[str]:
         with self.fleet:
             self._start_servers()
+            self._wait_ready()
             if StrategyFault.PAUSE in self.plan.faults:
                 self._at(self.plan.pause_tick + PAUSE_AFTER, self._pause)
             if StrategyFault.SERVER_DOWN in self.plan.faults:
@@ -229,17 +251,30 @@ class StrategyDeployment:
         return [p for p in self.fleet.processes.values() if p.name.endswith(f"-{number}")]
 
     def _start_servers(self) -> None:
-        env = self.clock.environment()
         if self.case.strategy == Strategy.CLAIM:
             for number in range(1, self.plan.servers + 1):
-                worker_env = {**env, "Q_WORKERS": str(self.plan.workers)}
+                worker_env = {**self.clock.environment(), "Q_WORKERS": str(self.plan.workers)}
                 self.fleet.start(f"worker-{number}", ["worker", "--no-scheduler"], env=worker_env)
+                env = self.clock.environment(skew=self.plan.skew(number))
                 self.fleet.start(f"scheduler-{number}", ["run_scheduler"], env=env)
             return
         servers = 1 if self.case.strategy == Strategy.SPECIAL_SERVER else self.plan.servers
         for number in range(1, servers + 1):
             command = ["strategy_cron", "--strategy", self.case.strategy, "--server", f"server-{number}"]
+            env = self.clock.environment(skew=self.plan.skew(number))
             self.fleet.start(f"cron-{number}", [*command, "--since", self.plan.start.isoformat()], env=env)
+
+    def _wait_ready(self) -> None:
+        def ready(process: Process) -> bool:
+            marker = next(text for prefix, text in READY_MARKERS.items() if process.name.startswith(prefix))
+            return marker in process.log_tail(lines=200)
+
+        left = self.clock.real_time_at(self.plan.start) - time.time()
+        try:
+            wait_for(lambda: all(map(ready, self.fleet.processes.values())), timeout=max(left, 0), interval=0.1)
+        except TimeoutError:
+            late = ", ".join(p.name for p in self.fleet.processes.values() if not ready(p))
+            raise BootTooSlowError(f"not ready at the start: {late}") from None
 
     def _pause(self) -> None:
         victim = self._executing(self.plan.pause_tick)
@@ -270,7 +305,9 @@ class StrategyDeployment:
             return bool(found)
 
         try:
-            wait_for(seen, timeout=self.clock.real_seconds(30), interval=0.02, what="an execution in flight")
+            # Up to the run's own length: on a loaded machine the claimed run may start late.
+            timeout = self.clock.real_seconds(LONG_RUN_SECONDS - PAUSE_AFTER.total_seconds())
+            wait_for(seen, timeout=timeout, interval=0.02, what="an execution in flight")
         except TimeoutError:
             return None
         return found[0]
@@ -319,6 +356,7 @@ def strategy_result(case: StrategyCase, plan: StrategyPlan) -> StrategyResult:
     charges = Counter(row.scheduled_for for row in rows if row.charged_at is not None)
     result = StrategyResult(case.label, ticks=len(ticks), executions=len(rows), charges=sum(charges.values()))
     result.duplicate_charges = sum(n - 1 for n in charges.values())
+    result.duplicate_executions = len(rows) - len({row.scheduled_for for row in rows})
     missed = [tick for tick in ticks if not charges[tick]]
     result.missed = len(missed)
     result.stale_accepted = sum(1 for row in rows if row.charged_at is not None and row.stale)
@@ -355,65 +393,122 @@ def _database_url(case: StrategyCase) -> Iterator[dict[str, str]]:
         yield {"DATABASE_URL": f"postgres://{auth}@127.0.0.1:{port}/{db['NAME']}?disable_server_side_cursors=true"}
 
 
-def run_case(plan: StrategyPlan, case: StrategyCase, *, log_dir: Path, say: Callable[[str], None]) -> StrategyResult:
+@dataclass
+class Boot:
+    """The boot lead, doubled whenever a case's processes were not ready in time and kept
+    for the cases after it."""
+
+    lead: float = BOOT_SECONDS
+
+
+def run_case(
+    plan: StrategyPlan, case: StrategyCase, *, log_dir: Path, boot: Boot, say: Callable[[str], None]
+) -> StrategyResult:
     """Forget the previous case, run this one in a deployment of its own, count."""
     problem = case_problem(case)
     if problem:
         say(f"{case.label}: skipped, {problem}")
         return StrategyResult(case.label, skipped=problem)
-    simulation_reset()
-    namespace = f"tiffin-simulate:{settings.DATABASES['default']['NAME']}"
-    if case.strategy.needs_redis:
-        redis_client().delete(f"{namespace}:lock:{PROBE_JOB}")  # a lock a killed run left
     say(f"{case.label}: {plan.servers} servers, {plan.duration} from {plan.start:%Y-%m-%d %H:%M} UTC")
-    with _database_url(case) as url:
-        environment = {
-            **plan.environment,
-            **url,
-            LONG_RUNS_VARIABLE: long_runs_text(plan.long_runs()),
-            NAMESPACE_VARIABLE: namespace,
-            "SCHEDULING_EXTRA_JOB_MODULES": "simulation.strategy_jobs",
-        }
-        logs = log_dir / case.label.replace(" (PgBouncer)", "-pgbouncer")
-        events = StrategyDeployment(replace(plan, environment=environment), case, log_dir=logs, say=say).run()
+    for attempt in range(1, BOOT_TRIES + 1):
+        _forget(case)
+        with _database_url(case) as url:
+            deployment = StrategyDeployment(
+                replace(plan, environment={**_case_environment(plan), **url}),
+                case,
+                log_dir=log_dir / case.label.replace(" (PgBouncer)", "-pgbouncer"),
+                lead=boot.lead,
+                say=say,
+            )
+            try:
+                events = deployment.run()
+                break
+            except BootTooSlowError as error:
+                if attempt == BOOT_TRIES:
+                    raise
+                boot.lead *= 2
+                say(f"  {error} after {boot.lead / 2:g} s; again with {boot.lead:g} s to boot")
     result = strategy_result(case, plan)
     result.events = events
     return result
 
 
+def _namespace() -> str:
+    return f"tiffin-simulate:{settings.DATABASES['default']['NAME']}"
+
+
+def _forget(case: StrategyCase) -> None:
+    simulation_reset()
+    if case.strategy.needs_redis:
+        redis_client().delete(f"{_namespace()}:lock:{PROBE_JOB}")  # a lock a killed run left
+
+
+def _case_environment(plan: StrategyPlan) -> dict[str, str]:
+    return {
+        **plan.environment,
+        LONG_RUNS_VARIABLE: long_runs_text(plan.long_runs()),
+        NAMESPACE_VARIABLE: _namespace(),
+        "SCHEDULING_EXTRA_JOB_MODULES": "simulation.strategy_jobs",
+    }
+
+
 # --- Presenting it ------------------------------------------------------------------------
 
-HEADER = (
-    f"  {'strategy':<28}{'ticks':>6}{'runs':>6}{'charges':>9}{'duplicate':>11}{'missed':>8}  "
-    f"{'noticed':<9}{'stale writes':>13}"
+COLUMNS = (
+    "strategy",
+    "ticks",
+    "runs",
+    "re-runs",
+    "charges",
+    "extra charges",
+    "missed",
+    "noticed",
+    "stale writes accepted",
+    "refused",
 )
-HEADER_2 = f"  {'':<28}{'':>6}{'':>6}{'':>9}{'charges':>11}{'ticks':>8}  {'':<9}{'accepted':>13}"
+
+
+def result_cells(result: StrategyResult) -> list[str]:
+    if result.skipped:
+        return [result.label, f"skipped: {result.skipped}", *[""] * (len(COLUMNS) - 2)]
+    noticed = "-" if result.noticed is None else ("yes" if result.noticed else "no")
+    numbers = (result.ticks, result.executions, result.duplicate_executions, result.charges, result.duplicate_charges)
+    return [result.label, *map(str, numbers), str(result.missed), noticed, *map(str, result.stale_counts)]
 
 
 def result_line(result: StrategyResult) -> str:
-    if result.skipped:
-        return f"  {result.label:<28}skipped: {result.skipped}"
-    noticed = "-" if result.noticed is None else ("yes" if result.noticed else "no")
-    refused = f" ({result.stale_refused} refused)" if result.stale_refused else ""
-    return (
-        f"  {result.label:<28}{result.ticks:>6}{result.executions:>6}{result.charges:>9}"
-        f"{result.duplicate_charges:>11}{result.missed:>8}  {noticed:<9}{result.stale_accepted:>13}{refused}"
-    )
+    return ", ".join(f"{name} {cell}" for name, cell in zip(COLUMNS, result_cells(result), strict=True) if cell)
+
+
+def markdown_table(results: list[StrategyResult]) -> list[str]:
+    """The table as Markdown, its columns padded to line up (README quotes it as printed)."""
+    rows = [list(COLUMNS), *(result_cells(result) for result in results)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+
+    def line(cells: list[str]) -> str:
+        padded = [
+            cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "|" + "|".join("-" * (w + 1) + (":" if i else "-") for i, w in enumerate(widths)) + "|"
+    return [line(rows[0]), rule, *(line(row) for row in rows[1:])]
 
 
 def comparison_table(plan: StrategyPlan, results: list[StrategyResult]) -> list[str]:
     faults = plan.fault_lines() or ["no faults"]
+    skew = f", clocks within +-{max(map(abs, plan.skews)):g} s" if any(plan.skews) else ""
     return [
         "",
-        f"{plan.servers} servers, the probe once a minute from {plan.start:%Y-%m-%d %H:%M} UTC for "
+        f"{plan.servers} servers{skew}, the probe once a minute from {plan.start:%Y-%m-%d %H:%M} UTC for "
         f"{plan.duration} at {plan.speed:g}x; faults: " + "; ".join(faults),
         "",
-        HEADER,
-        HEADER_2,
-        *(result_line(result) for result in results),
+        *markdown_table(results),
         "",
-        "runs: executions started; stale writes: charges written after the writer's lock or lease had "
-        "passed (refused: turned away by the fence)",
+        "runs: executions started; re-runs: executions of a tick already executed; extra charges: charges "
+        "beyond one per tick; missed: ticks never charged; noticed: whether anything in the deployment can "
+        "tell; stale writes: charges written after the writer's lock or lease had passed to another "
+        "(refused: turned away by the fence)",
     ]
 
 
@@ -469,12 +564,13 @@ def strategy_plan(
     duration: timedelta,
     speed: float,
     environment: dict[str, str],
+    skews: tuple[float, ...],
     options: dict[str, Any],
 ) -> StrategyPlan:
     faults = StrategyFault.parse_list(options["strategy_faults"])
     if faults and duration < MIN_DURATION:
         raise ValueError(f"--duration {options['duration']}: the faults need at least {MIN_DURATION} simulated")
-    return StrategyPlan(servers, workers, start, duration, speed, faults, environment)
+    return StrategyPlan(servers, workers, start, duration, speed, faults, environment, skews)
 
 
 def run_strategies(
@@ -483,10 +579,10 @@ def run_strategies(
     say(f"{len(cases)} deployment(s), each about {plan.duration.total_seconds() / plan.speed:.0f} s")
     for line in plan.fault_lines():
         say(f"  fault: {line}")
-    results = []
+    results, boot = [], Boot()
     for case in cases:
-        results.append(run_case(plan, case, log_dir=log_dir, say=say))
-        say(result_line(results[-1]).strip())
+        results.append(run_case(plan, case, log_dir=log_dir, boot=boot, say=say))
+        say(f"  {result_line(results[-1])}")
     return results
 
 

@@ -39,4 +39,6 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
+        self.stdout.write(f"{options['server']}: {options['strategy']} cron line ready, firing from {since:%H:%M}")
+        self.stdout.flush()
         cron_loop(Strategy(options["strategy"]), server=options["server"], stop=stop, since=since)
