@@ -13,7 +13,7 @@ from scheduling.context import RunContext
 from scheduling.execution import worker_name
 from scheduling.fencing import fence_check
 from scheduling.models import Fence, JobRun, JobRunEvent, RunAlert, Schedule, SchedulerNode
-from simulation.models import ProbeCharge
+from simulation.models import ProbeCharge, StrategyRun
 
 
 def probe_charge(*, ctx: RunContext, now: datetime, guarded: bool, fenced: bool = True) -> bool:
@@ -50,17 +50,19 @@ def simulation_state_counts() -> dict[str, int]:
         "job runs": JobRun.objects.count(),
         "schedules": Schedule.objects.count(),
         "payouts": Payout.objects.count(),
+        "strategy executions": StrategyRun.objects.count(),
     }
 
 
 def simulation_reset() -> None:
     """Forget the engine's state so a simulation starts from nothing: runs and their
-    events, alerts, fences, schedules, scheduler nodes, queued tasks, probe charges, and
-    the payouts the runs wrote (a payout keeps its run, so they go together).
-    Restaurants, orders and carts stay."""
+    events, alerts, fences, schedules, scheduler nodes, queued tasks, probe charges,
+    strategy executions, and the payouts the runs wrote (a payout keeps its run, so they
+    go together). Restaurants, orders and carts stay."""
     with transaction.atomic():
         ledger_wipe()
         ProbeCharge.objects.all().delete()
+        StrategyRun.objects.all().delete()
         JobRunEvent.objects.all().delete()
         JobRun.objects.all().delete()
         for model in (RunAlert, Fence, Schedule, SchedulerNode, OrmQ):

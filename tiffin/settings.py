@@ -179,6 +179,8 @@ SCHEDULER_DUE_WINDOW_SECONDS = env_float("SCHEDULER_DUE_WINDOW_SECONDS", 0.25, m
 SCHEDULER_REQUEUE_AFTER_SECONDS = env_int("SCHEDULER_REQUEUE_AFTER_SECONDS", 600, minimum=1)
 # Seconds without a heartbeat after which a running run is abandoned (per job override).
 SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS = env_int("SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS", 300, minimum=1)
+# The Redis that `simulate --strategy redis-lock` takes its lock on (nothing else uses Redis).
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 # Extra modules declaring jobs, imported at start (the scenarios use it for test-only jobs).
 SCHEDULING_EXTRA_JOB_MODULES = env_list("SCHEDULING_EXTRA_JOB_MODULES", [])
 

@@ -1,27 +1,18 @@
-"""A private PgBouncer in transaction mode for the pooler scenario.
-
-Not the system service: a generated config in a temporary directory, a free local port,
-trust auth towards the local PostgreSQL. PgBouncer refuses to run as root, so as root it
-is started with ``-u postgres`` and its directory is handed to that user.
-"""
+"""PgBouncer for the pooler scenarios (``simulation.pooler`` runs it), its statistics,
+and a sampler of the advisory locks held outside transactions."""
 
 from __future__ import annotations
 
 import os
-import pwd
-import shutil
-import socket
 import subprocess
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
-from simulation.processes import wait_for
+from simulation import pooler as simulation_pooler
 from tests.scenarios.harness import PostgresServer
 
 # Advisory locks held by a backend that is not inside a transaction: a session-level
@@ -39,7 +30,7 @@ WHERE l.locktype = 'advisory' AND d.datname = %s
 def pgbouncer_binary() -> str:
     """The pgbouncer executable; skips the scenario when it is missing, except in CI,
     where `make scenario-deps` must have installed it."""
-    found = shutil.which("pgbouncer") or next((p for p in ("/usr/sbin/pgbouncer",) if Path(p).exists()), None)
+    found = simulation_pooler.pgbouncer_binary()
     if found:
         return found
     message = "pgbouncer is not installed (run `make scenario-deps` as root, or apt-get install pgbouncer)"
@@ -48,59 +39,14 @@ def pgbouncer_binary() -> str:
     pytest.skip(message)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _config(server: PostgresServer, port: int, workdir: Path) -> str:
-    return f"""[databases]
-* = host={server.host} port={server.port}
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = {port}
-unix_socket_dir =
-auth_type = trust
-auth_file = {workdir}/userlist.txt
-pool_mode = transaction
-max_client_conn = 500
-default_pool_size = 30
-server_reset_query =
-admin_users = {server.user}
-logfile = {workdir}/pgbouncer.log
-pidfile = {workdir}/pgbouncer.pid
-"""
-
-
 @contextmanager
 def pgbouncer(server: PostgresServer) -> Iterator[int]:
     """Run a transaction-mode PgBouncer in front of ``server``; yield its port."""
-    binary = pgbouncer_binary()
-    workdir = Path(tempfile.mkdtemp(prefix="tiffin-pgbouncer-"))
-    port = _free_port()
-    (workdir / "userlist.txt").write_text(f'"{server.user}" "{server.password}"\n')
-    config = workdir / "pgbouncer.ini"
-    config.write_text(_config(server, port, workdir))
-    command = [binary, str(config)]
-    if os.geteuid() == 0:
-        postgres = pwd.getpwnam("postgres")
-        for path in (workdir, *workdir.iterdir()):
-            os.chown(path, postgres.pw_uid, postgres.pw_gid)
-        command = [binary, "-u", "postgres", str(config)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_for(lambda: _accepts(port), timeout=15, what="pgbouncer listening")
+    upstream = simulation_pooler.Upstream(
+        host=server.host, port=server.port, user=server.user, password=server.password
+    )
+    with simulation_pooler.pgbouncer(upstream, binary=pgbouncer_binary()) as port:
         yield port
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def pooled_transactions(port: int, database: str) -> int:
@@ -128,11 +74,6 @@ def pooled_transactions(port: int, database: str) -> int:
         check=True,
     ).stdout
     return sum(int(line.split(",")[1]) for line in out.splitlines() if line.split(",")[0] == database)
-
-
-def _accepts(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 @dataclass

@@ -17,6 +17,8 @@ from simulation.chaos import ChaosRecord, ChaosSchedule, ChaosSimulation, chaos_
 from simulation.report import JobTicks, SimulationReport, simulation_report
 from simulation.runner import Fault, FaultKind, Simulation, SimulationOutcome, SimulationPlan, parse_duration
 from simulation.services import simulation_reset, simulation_state_counts
+from simulation.strategy_command import strategy_command
+from simulation.strategy_runner import add_strategy_arguments, strategy_requested
 from tiffin import clock
 from tiffin.cli import parse_finite, parse_instant
 
@@ -71,9 +73,14 @@ class Command(BaseCommand):
         parser.add_argument("--reset", action="store_true", help="first forget job runs, schedules and payouts")
         parser.add_argument("--log-dir", help="keep each process's log here (default: a temporary directory)")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
+        add_strategy_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         plan = _plan(options)
+        if strategy_requested(options):  # the alternatives side by side: simulation/strategy_command.py
+            self._prepare(reset=options["reset"])
+            strategy_command(plan, options, stdout=self.stdout)
+            return
         chaos = _chaos(options, plan)
         self._prepare(reset=options["reset"])
         log_dir = Path(options["log_dir"] or tempfile.mkdtemp(prefix="tiffin-simulate-"))

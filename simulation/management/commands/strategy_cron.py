@@ -1,0 +1,44 @@
+"""``manage.py strategy_cron``: one server's cron line for the strategy probe, run the
+way a strategy without claims runs it (see ``simulation.strategies``). ``simulate
+--strategy`` starts one per server; it is not part of a Tiffin deployment."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from simulation.strategies import Strategy, cron_loop
+from tiffin.cli import parse_instant
+
+NAIVE = [strategy.value for strategy in Strategy if strategy != Strategy.CLAIM]
+
+
+class Command(BaseCommand):
+    help = (
+        "Fire the strategy probe at every tick by this server's clock, under a strategy without claims "
+        f"({', '.join(NAIVE)}), until SIGTERM. Started by simulate --strategy."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--strategy", required=True, choices=NAIVE)
+        parser.add_argument("--server", required=True, help="this server's name, recorded on each execution")
+        parser.add_argument("--since", required=True, help="the first tick to fire (ISO 8601)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not options["server"].strip():
+            raise CommandError("--server: give this server's name")
+        since = parse_instant(options["since"], option="--since")
+        stop = threading.Event()
+
+        def request_stop(signum: int, frame: FrameType | None) -> None:
+            stop.set()
+
+        signal.signal(signal.SIGTERM, request_stop)
+        signal.signal(signal.SIGINT, request_stop)
+        self.stdout.write(f"{options['server']}: {options['strategy']} cron line ready, firing from {since:%H:%M}")
+        self.stdout.flush()
+        cron_loop(Strategy(options["strategy"]), server=options["server"], stop=stop, since=since)
