@@ -57,7 +57,7 @@ PROCESS_REGISTRY = CollectorRegistry(auto_describe=True)
 # series itself. Labels are bounded: declared job names and fixed outcomes only.
 CLAIMS = Counter(
     "tiffin_claims",
-    "Tick claims this server attempted, by whether it won the row or another server had it.",
+    "Claims (cron ticks, manual runs, backfills) attempted, by whether this process won the row.",
     ["job_name", "result"],
     registry=PROCESS_REGISTRY,
 )
