@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.checks import Error, register
+from django.core.checks import Error, Warning, register
 
 from scheduling import cron
 from scheduling.models import Misfire, Overlap
@@ -48,4 +48,21 @@ def check_job_declarations(app_configs: Any = None, **kwargs: Any) -> list[Error
         Error(f"job {job.name!r}: {problem}", id="scheduling.E001")
         for job in registry.all()
         for problem in job_problems(job)
+    ]
+
+
+@register(deploy=True)
+def check_metrics_directory(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
+    """With metrics on behind forking servers, a directory is what makes the totals right."""
+    from django.conf import settings
+
+    if not settings.METRICS_ENABLED or settings.METRICS_MULTIPROC_DIR:
+        return []
+    return [
+        Warning(
+            "METRICS_ENABLED without METRICS_MULTIPROC_DIR: /metrics reports only the counts of the "
+            "process that answers a scrape, not its server's total (gunicorn and django-q2 fork workers)",
+            hint="Set METRICS_MULTIPROC_DIR to a directory every process of the server can write (docs/metrics.md).",
+            id="scheduling.W001",
+        )
     ]

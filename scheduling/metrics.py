@@ -28,10 +28,12 @@ from __future__ import annotations
 import fcntl
 import hmac
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from django.conf import settings
 from django.db import transaction
@@ -55,7 +57,7 @@ PROCESS_REGISTRY = CollectorRegistry(auto_describe=True)
 # series itself. Labels are bounded: declared job names and fixed outcomes only.
 CLAIMS = Counter(
     "tiffin_claims",
-    "Tick claims this server attempted, by whether it won the row or another server had it.",
+    "Claims (cron ticks, manual runs, backfills) attempted, by whether this process won the row.",
     ["job_name", "result"],
     registry=PROCESS_REGISTRY,
 )
@@ -204,6 +206,31 @@ def metrics_process_setup() -> None:
             stale.unlink()
     fcntl.flock(lock, fcntl.LOCK_SH)
     _lock_file = lock
+
+
+def metrics_serve(*, host: str, port: int) -> threading.Thread:
+    """Answer /metrics (through Django's own view, token and all) on ``host:port`` in a
+    daemon thread; every other path is a 404. For the worker command, after its cluster
+    has forked (no child inherits the socket)."""
+    from django.core.wsgi import get_wsgi_application
+
+    django_app = get_wsgi_application()
+
+    def metrics_only(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != "/metrics":
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"only /metrics is served here\n"]
+        return django_app(environ, start_response)
+
+    server = make_server(host, port, metrics_only, handler_class=_QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+    thread.start()
+    return thread
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # a scrape every few seconds is not news
+        pass
 
 
 # --- The scrape --------------------------------------------------------------------------

@@ -104,7 +104,7 @@ def prometheus_server(
     )
     server = PrometheusServer(port)
     try:
-        wait_for(server.targets_up, timeout=30, interval=0.2, what="Prometheus scraping its target")
+        wait_for(server.targets_up, timeout=60, interval=0.2, what="Prometheus scraping its target")
         yield server
     finally:
         os.killpg(process.pid, 15)

@@ -226,6 +226,10 @@ METRICS_BEARER_TOKEN = env_str("METRICS_BEARER_TOKEN", "")
 # counters for /metrics to add up; emptied when the first of them starts. Empty: each
 # process reports only its own counts (right for a single process only).
 METRICS_MULTIPROC_DIR = env_str("METRICS_MULTIPROC_DIR", "")
+# When set, `manage.py worker` also answers /metrics on this port (and nothing else), for
+# deployments whose workers share no directory with a web server (a Kubernetes pod each).
+METRICS_WORKER_PORT = env_int("METRICS_WORKER_PORT", 0, minimum=0)
+METRICS_WORKER_HOST = env_str("METRICS_WORKER_HOST", "127.0.0.1")
 
 # django-q2: the ORM broker on the default database, so an enqueue inside a transaction
 # commits or rolls back with the claim. job_runs owns retries: failures are acknowledged

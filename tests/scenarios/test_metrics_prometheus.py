@@ -4,7 +4,9 @@ A web server (``manage.py runserver``) and two worker processes (each a django-q
 cluster of two forked workers plus a scheduler loop) share one metrics directory and an
 accelerated clock; two test jobs tick every simulated minute, one always succeeding and
 one always dying. A Prometheus server on a free port scrapes the web server every second
-with the bearer token. Once the workers have stopped, the values Prometheus answers
+with the bearer token (each worker also answers /metrics on a port of its own, checked
+directly: the workers share the web server's directory here, so Prometheus scrapes one
+of them, as a deployment must). Once the workers have stopped, the values Prometheus answers
 through its HTTP API must equal what job_runs holds: the counters summed over four
 worker processes and two schedulers, the last success, the lateness histogram's count.
 """
@@ -72,14 +74,20 @@ def _prometheus_figures(server: prometheus.PrometheusServer) -> dict[str, dict[s
     }
 
 
-def _status(url: str) -> int:
+def _status(url: str, *, token: str = "") -> int:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
-        with urllib.request.urlopen(url, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10) as response:
             return int(response.status)
     except urllib.error.HTTPError as error:
         return error.code
     except OSError:
         return 0  # not listening yet
+
+
+def _wait_refused(url: str, *, what: str) -> None:
+    """Wait until ``url`` answers, refusing a request without the token."""
+    wait_for(lambda: _status(url) == 401, timeout=60, interval=0.2, what=f"{what} answering")
 
 
 def test_prometheus_answers_what_job_runs_holds(scenario: Scenario, tmp_path: Path) -> None:
@@ -94,10 +102,19 @@ def test_prometheus_answers_what_job_runs_holds(scenario: Scenario, tmp_path: Pa
     }
     port = prometheus.free_port()
     scenario.fleet.start("web", ["runserver", "--noreload", "--skip-checks", f"127.0.0.1:{port}"], env=env)
-    for i in range(2):
-        scenario.fleet.start(f"worker-{i}", ["worker"], env={**env, "Q_WORKERS": "2"})
+    worker_ports = [prometheus.free_port() for _ in range(2)]
+    for i, worker_port in enumerate(worker_ports):
+        worker_env = {**env, "Q_WORKERS": "2", "METRICS_WORKER_PORT": str(worker_port)}
+        scenario.fleet.start(f"worker-{i}", ["worker"], env=worker_env)
     metrics_url = f"http://127.0.0.1:{port}/metrics"
-    wait_for(lambda: _status(metrics_url) == 401, timeout=30, interval=0.2, what="the web server answering")
+    _wait_refused(metrics_url, what="the web server's /metrics")
+    # Each worker answers /metrics itself too (for workers with a directory of their own),
+    # with the same token, and nothing else.
+    for worker_port in worker_ports:
+        worker_url = f"http://127.0.0.1:{worker_port}"
+        _wait_refused(f"{worker_url}/metrics", what="a worker's /metrics")
+        assert _status(f"{worker_url}/metrics", token=TOKEN) == 200
+        assert _status(f"{worker_url}/admin/", token=TOKEN) == 404
 
     with prometheus.prometheus_server(target=f"127.0.0.1:{port}", tmp_path=tmp_path, token=TOKEN) as server:
         finished = "SELECT count(*) FROM job_runs WHERE job_name = %s AND status IN ('succeeded', 'dead')"
@@ -116,7 +133,7 @@ def test_prometheus_answers_what_job_runs_holds(scenario: Scenario, tmp_path: Pa
             return answered == expected
 
         try:
-            wait_for(agrees, timeout=20, interval=0.5, what="Prometheus answering what job_runs holds")
+            wait_for(agrees, timeout=30, interval=0.5, what="Prometheus answering what job_runs holds")
         except TimeoutError:
             assert answered == expected  # shows the difference
     assert expected["succeeded"]["metered-ok"] >= RUNS_PER_JOB

@@ -6,11 +6,13 @@ import threading
 from types import FrameType
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connections
 
 from scheduling.execution import worker_name
 from scheduling.loop import SchedulerLoop
+from scheduling.metrics import metrics_serve
 
 logger = logging.getLogger("scheduling.worker")
 
@@ -32,6 +34,8 @@ class Command(BaseCommand):
         connections.close_all()
         cluster = Cluster()
         cluster.start()
+        if settings.METRICS_ENABLED and settings.METRICS_WORKER_PORT:
+            metrics_serve(host=settings.METRICS_WORKER_HOST, port=settings.METRICS_WORKER_PORT)
 
         def request_stop(signum: int, frame: FrameType | None) -> None:
             stop.set()
