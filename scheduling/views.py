@@ -282,7 +282,7 @@ def cron_explainer_public(request: HttpRequest) -> HttpResponse:
         )
         response["Retry-After"] = "60"
         return response
-    return cron_explainer(request, context={**admin.site.each_context(request), "public": True})
+    return cron_explainer(request, context=admin.site.each_context(request))
 
 
 def _over_rate(request: HttpRequest) -> bool:
