@@ -113,6 +113,8 @@ def test_the_dashboard_shows_each_jobs_timeline_with_missed_and_late_runs(logged
     DOCS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(DOCS / "dashboard.png"), full_page=True)
     page.click("text=7 days")  # the same span for every job
+    page.wait_for_url("**/dashboard/?days=7")
+    page.wait_for_selector("svg.timeline")
     week = page.locator(f'svg.timeline[data-job="{WATCHED}"]')
     assert week.locator("rect.run.succeeded").count() > 150
 
