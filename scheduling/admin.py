@@ -342,12 +342,14 @@ class ScheduleAdmin(ReadOnlyMixin, _ScheduleAdmin):
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         """The dashboard; its buttons post the changelist's actions back here, so they
-        pass the same permission checks, then return to the dashboard."""
+        pass the same permission checks, then return to the dashboard at the job's section."""
         if not self.has_view_permission(request):
             raise PermissionDenied
         if request.method == "POST":
             response = self.response_action(request, queryset=self.get_queryset(request))
-            return response or HttpResponseRedirect(request.get_full_path())
+            if response is None or isinstance(response, HttpResponseRedirect):  # done: back to the job
+                return HttpResponseRedirect(self._back_to_job(request))
+            return response  # a step of the action (the backfill's range form)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -356,6 +358,17 @@ class ScheduleAdmin(ReadOnlyMixin, _ScheduleAdmin):
             "changelist_url": reverse("admin:scheduling_schedule_changelist"),
         }
         return views.dashboard(request, context=context)
+
+    def _back_to_job(self, request: HttpRequest) -> str:
+        """The dashboard again, at the section of the job acted on (its buttons act on one
+        job), where its confirmation is shown."""
+        query = request.GET.copy()
+        pks = [pk for pk in request.POST.getlist(ACTION_CHECKBOX_NAME) if pk.isdigit()]
+        schedule = Schedule.objects.filter(pk__in=pks).first() if len(pks) == 1 else None
+        if schedule is None:
+            return request.get_full_path()
+        query["job"] = schedule.job_name
+        return f"{request.path}?{query.urlencode()}#job-{schedule.job_name}"
 
     def explainer_view(self, request: HttpRequest) -> HttpResponse:
         """The cron explainer is public (it reads no data): the admin's link leads there."""

@@ -20,18 +20,24 @@ class JobOverview:
     job: Job
     schedule: Schedule | None
     next_fire_times: list[datetime]
-    last_run: JobRun | None
+    # The newest runs that have started or been skipped, newest first.
+    recent_runs: list[JobRun]
+
+    @property
+    def last_run(self) -> JobRun | None:
+        return self.recent_runs[0] if self.recent_runs else None
 
 
-def jobs_overview(*, now: datetime, count: int = 3) -> list[JobOverview]:
-    """Every declared job with its stored state, next ``count`` fire times and last run."""
+def jobs_overview(*, now: datetime, count: int = 3, recent: int = 1) -> list[JobOverview]:
+    """Every declared job with its stored state, next ``count`` fire times and its
+    ``recent`` newest runs."""
     schedules = {s.job_name: s for s in Schedule.objects.all()}
     return [
         JobOverview(
             job=job,
             schedule=schedules.get(job.name),
             next_fire_times=cron.next_ticks(job.cron, job.timezone, now, count) if job.is_cron else [],
-            last_run=job_last_run(job_name=job.name),
+            recent_runs=job_recent_runs(job_name=job.name, count=recent),
         )
         for job in registry.all()
     ]
@@ -39,9 +45,15 @@ def jobs_overview(*, now: datetime, count: int = 3) -> list[JobOverview]:
 
 def job_last_run(*, job_name: str) -> JobRun | None:
     """The run with the latest logical time that has started or been skipped."""
-    return (
-        JobRun.objects.filter(job_name=job_name).exclude(status="scheduled").order_by("-scheduled_for", "-id").first()
-    )
+    runs = job_recent_runs(job_name=job_name, count=1)
+    return runs[0] if runs else None
+
+
+def job_recent_runs(*, job_name: str, count: int) -> list[JobRun]:
+    """The ``count`` runs with the latest logical times that have started or been skipped
+    (job_run_by_job, read backwards, stopping after ``count``)."""
+    runs = JobRun.objects.filter(job_name=job_name).exclude(status="scheduled").order_by("-scheduled_for", "-id")
+    return list(runs[:count])
 
 
 def run_in_flight_exists(*, job_name: str, subject_prefix: str, subject_id: OuterRef | Expression) -> Exists:
@@ -190,13 +202,38 @@ class JobTimeline:
     ticks_not_shown: int
 
 
-def jobs_timeline(*, now: datetime, days: int) -> list[JobTimeline]:
-    """For every cron job, the ticks of the last ``days`` days against their runs."""
-    start = now - timedelta(days=days)
+# A timeline shows about this many of its job's ticks unless a span is asked for: a
+# minutely probe its last hour, an hourly job two days, a weekly one its longest span.
+TIMELINE_FITTED_TICKS = 48
+TIMELINE_MIN_SPAN, TIMELINE_MAX_SPAN = timedelta(hours=1), timedelta(days=35)
+
+
+def jobs_timeline(*, now: datetime, days: int | None) -> list[JobTimeline]:
+    """For every cron job, its ticks against their runs: over the last ``days`` days, or
+    (None) over a span fitted to the job (timeline_fitted_start)."""
     schedules = {schedule.job_name: schedule for schedule in Schedule.objects.all()}
-    return [
-        job_timeline(job=job, schedule=schedules.get(job.name), start=start, now=now) for job in registry.cron_jobs()
-    ]
+    timelines = []
+    for job in registry.cron_jobs():
+        schedule = schedules.get(job.name)
+        start = now - timedelta(days=days) if days else timeline_fitted_start(job=job, schedule=schedule, now=now)
+        timelines.append(job_timeline(job=job, schedule=schedule, start=start, now=now))
+    return timelines
+
+
+def timeline_fitted_start(*, job: Job, schedule: Schedule | None, now: datetime) -> datetime:
+    """Where a job's timeline starts when no span is asked for.
+
+    1. The span of its next TIMELINE_FITTED_TICKS ticks (a cron schedule repeats, so the
+       last ones took about as long), within TIMELINE_MIN_SPAN and TIMELINE_MAX_SPAN.
+    2. No earlier than the minute it was first registered: nothing was expected before,
+       so a job two days old shows its two days, not five empty weeks.
+    """
+    ahead = cron.next_ticks(job.cron, job.timezone, now, TIMELINE_FITTED_TICKS)
+    span = min(max(ahead[-1] - now if ahead else TIMELINE_MAX_SPAN, TIMELINE_MIN_SPAN), TIMELINE_MAX_SPAN)
+    start = now - span
+    if schedule is not None:
+        start = max(start, schedule.first_seen_at.replace(second=0, microsecond=0))
+    return min(start, now - TIMELINE_MIN_SPAN)
 
 
 def job_timeline(*, job: Job, schedule: Schedule | None, start: datetime, now: datetime) -> JobTimeline:

@@ -92,7 +92,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
 WIDTH, TICK_Y, TICK_H, RUN_Y, RUN_H, AXIS_Y, HEIGHT = 900.0, 6.0, 10.0, 24.0, 16.0, 44.0, 60.0
 # A late run is drawn at least this far right of its tick, however short the delay.
 MIN_LATE_OFFSET = 3.0
-DEFAULT_DAYS, MAX_DAYS = 7, 35
+MAX_DAYS = 35
 
 
 @dataclass(frozen=True)
@@ -130,24 +130,43 @@ class Drawing:
     axis_y: float = AXIS_Y
 
 
+# The newest runs listed for each job, so its last outcomes show without a click.
+RECENT_RUNS = 5
+
+
 def dashboard(request: HttpRequest, *, context: dict[str, Any]) -> HttpResponse:
-    """Every job with its schedule, next fire times, last run and timeline picture."""
+    """Every job with its schedule, next fire times, last runs and timeline picture.
+
+    Each timeline spans about its job's last TIMELINE_FITTED_TICKS ticks, or the last
+    ``?days=N`` for every job. After an action on a job (``?job=NAME``, the page returning
+    to that job's section), its confirmation is shown in that section, not at the top.
+    """
     now = clock.now()
     days = _days(request.GET.get("days"))
-    overviews = {overview.job.name: overview for overview in jobs_overview(now=now, count=3)}
+    overviews = jobs_overview(now=now, count=3, recent=RECENT_RUNS)
     drawings = {t.job.name: timeline_draw(t) for t in jobs_timeline(now=now, days=days)}
-    rows = [{"overview": overview, "drawing": drawings.get(name)} for name, overview in overviews.items()]
+    rows = [{"overview": overview, "drawing": drawings.get(overview.job.name)} for overview in overviews]
     context.update(
-        {"title": "Schedules dashboard", "rows": rows, "days": days, "now": now, "late_after": _seconds(LATE_AFTER)}
+        {
+            "title": "Schedules dashboard",
+            "rows": rows,
+            "days": days,
+            "now": now,
+            "late_after": _seconds(LATE_AFTER),
+            "focus": request.GET.get("job", ""),
+        }
     )
     return TemplateResponse(request, "admin/scheduling/dashboard.html", context)
 
 
-def _days(raw: str | None) -> int:
+def _days(raw: str | None) -> int | None:
+    """The span asked for, in days (1 to MAX_DAYS), or None for each job's fitted span."""
+    if not raw:
+        return None
     try:
-        return min(max(int(raw or DEFAULT_DAYS), 1), MAX_DAYS)
+        return min(max(int(raw), 1), MAX_DAYS)
     except ValueError:
-        return DEFAULT_DAYS
+        return None
 
 
 def timeline_draw(timeline: JobTimeline) -> Drawing:
@@ -183,11 +202,21 @@ def timeline_draw(timeline: JobTimeline) -> Drawing:
 
 
 def _gridlines(timeline: JobTimeline, x_of: Callable[[datetime], float]) -> list[tuple[float, str]]:
-    """One line per UTC midnight, labelled; at most about twelve labels."""
-    first = (timeline.start + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-    days = max((timeline.end - first).days + 1, 0)
-    every = max(days // 12, 1)
-    return [(x_of(first + timedelta(days=n)), f"{first + timedelta(days=n):%a %d %b}") for n in range(0, days, every)]
+    """Lines at whole UTC days (a span of more than two days) or hours, labelled, at most
+    about twelve labels."""
+    span = timeline.end - timeline.start
+    unit, label = (timedelta(days=1), "%a %d %b") if span > timedelta(days=2) else (timedelta(hours=1), "%H:%M")
+    if unit == timedelta(hours=1) and span > timedelta(hours=12):
+        label = "%a %H:%M"
+    every = unit * max(int(span / unit) // 12, 1)
+    first = timeline.start.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    if unit == timedelta(days=1):
+        first = first.replace(hour=0) + (timedelta(days=1) if first.hour else timedelta(0))
+    lines, moment = [], first
+    while moment <= timeline.end:
+        lines.append((x_of(moment), f"{moment:{label}}"))
+        moment += every
+    return lines
 
 
 def _when(moment: datetime, zone: tzinfo) -> str:
@@ -271,7 +300,7 @@ def cron_explainer_public(request: HttpRequest) -> HttpResponse:
         )
         response["Retry-After"] = "60"
         return response
-    return cron_explainer(request, context={**admin.site.each_context(request), "public": True})
+    return cron_explainer(request, context=admin.site.each_context(request))
 
 
 def _over_rate(request: HttpRequest) -> bool:

@@ -26,6 +26,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+# A laptop's screen: every admin list must fit its width.
+VIEWPORT = {"width": 1280, "height": 800}
 # The README's screenshots are rewritten only on request (`make screenshots`), so a test
 # run leaves the work tree clean; otherwise they go to a scratch folder.
 DOCS = (
@@ -77,7 +79,9 @@ def page(chromium: Any, live_server: Any, settings: Any) -> Iterator[Any]:
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
     _reload_middleware(live_server)
-    context = chromium.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
+    context = chromium.new_context(
+        base_url=live_server.url, viewport={"width": VIEWPORT["width"], "height": VIEWPORT["height"]}
+    )
     context.set_default_timeout(15_000)
     page = context.new_page()
     try:

@@ -17,7 +17,7 @@ from django.urls import reverse
 from scheduling.models import JobRun, JobRunEvent, RunStatus, Schedule, SkipReason, Trigger
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
-from scheduling.selectors import MISSED, PENDING, job_timeline
+from scheduling.selectors import MISSED, PENDING, job_timeline, timeline_fitted_start
 from tests.engine import T0, make_job, queued_tasks
 
 pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore:No directory at:UserWarning")]
@@ -161,7 +161,7 @@ def test_run_now_claims_one_manual_run_at_the_current_minute_and_a_double_submit
     [run] = JobRun.objects.all()
     assert (run.trigger, run.status, run.scheduled_for) == (Trigger.MANUAL, RunStatus.ENQUEUED, NOW)
     assert len(queued_tasks()) == 1
-    assert second["Location"] == reverse("admin:scheduling_dashboard")
+    assert second["Location"] == reverse("admin:scheduling_dashboard") + "?job=hourly-report#job-hourly-report"
     assert _log_messages(schedule) == [f"Run now by operator: run {run.pk} @ 2027-03-01 12:30 UTC"]
 
 
@@ -197,7 +197,7 @@ def test_backfill_from_the_dashboard_asks_for_the_range_there_and_returns_there(
         start="2027-03-01 08:30",
         end="2027-03-01 10:00",
     )
-    assert (done.status_code, done["Location"]) == (302, url)
+    assert (done.status_code, done["Location"]) == (302, f"{url}?job=hourly-report#job-hourly-report")
     assert [r.scheduled_for.hour for r in JobRun.objects.order_by("scheduled_for")] == [9, 10]
 
 
@@ -291,6 +291,46 @@ def test_the_admin_index_links_the_dashboard_and_the_explainer(viewer):
     page = viewer.get(reverse("admin:index")).content.decode()
     assert reverse("admin:scheduling_dashboard") in page
     assert reverse("cron_explainer") in page  # public: it reads no data
+
+
+def test_a_pause_from_the_dashboard_returns_to_the_job_with_its_confirmation_there(operator):
+    url = reverse("admin:scheduling_dashboard")
+    done = _act(operator, "pause_schedules", [_schedule().pk], url="admin:scheduling_dashboard")
+    assert (done.status_code, done["Location"]) == (302, f"{url}?job=hourly-report#job-hourly-report")
+    page = operator.get(done["Location"]).content.decode()
+    section = re.search(r'<section class="module job" id="job-hourly-report">.*?</section>', page, re.S)
+    assert section is not None and "hourly-report paused." in section.group(0)
+    assert page.count("hourly-report paused.") == 1  # in the job's section, not at the top too
+
+
+def test_the_dashboard_lists_each_jobs_last_runs_newest_first(viewer):
+    for hours, status in ((3, RunStatus.SUCCEEDED), (2, RunStatus.DEAD), (1, RunStatus.SKIPPED)):
+        _run(T0 - timedelta(hours=hours), status)
+    page = viewer.get(reverse("admin:scheduling_dashboard")).content.decode()
+    recent = re.search(r'<section class="module job" id="job-hourly-report">.*?class="recent">(.*?)</td>', page, re.S)
+    assert recent is not None
+    assert re.findall(r'(\w{3} \d\d \w{3} \d\d:\d\d) UTC <span class="status (\w+)"', recent.group(1)) == [
+        ("Mon 01 Mar 11:00", "skipped"),
+        ("Mon 01 Mar 10:00", "dead"),
+        ("Mon 01 Mar 09:00", "succeeded"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("cron", "registered_ago", "span"),
+    [
+        ("*/5 * * * *", timedelta(days=30), timedelta(hours=4)),  # 48 ticks of five minutes
+        ("* * * * *", timedelta(days=30), timedelta(hours=1)),  # at least an hour
+        ("0 * * * *", timedelta(days=30), timedelta(hours=47, minutes=30)),  # 12:30 to the 48th at 12:00
+        ("0 2 * * *", timedelta(days=90), timedelta(days=35)),  # at most 35 days
+        ("30 20 * * 0", timedelta(days=2, minutes=10), timedelta(days=2, minutes=10)),  # since it was registered
+        ("30 20 * * 0", timedelta(minutes=10), timedelta(hours=1)),
+    ],
+)
+def test_a_timeline_spans_about_48_of_its_jobs_ticks_since_it_was_registered(cron, registered_ago, span):
+    job = make_job("fitted", cron=cron)
+    schedule = Schedule(job_name=job.name, first_seen_at=NOW - registered_ago)
+    assert timeline_fitted_start(job=job, schedule=schedule, now=NOW) == NOW - span
 
 
 def test_the_dashboard_needs_staff(client):
