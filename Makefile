@@ -70,23 +70,28 @@ test: lint typecheck browser-deps test-postgres test-sqlite ## Lint, type-check,
 
 # The failure scenarios (tests/scenarios, marker `scenario`) start real processes against
 # fresh PostgreSQL databases; `make test` runs them in its PostgreSQL pass. The pooler
-# scenario needs pgbouncer: installed with apt when missing and we are root; without it
-# that scenario skips with the reason, except under CI=true, where it fails.
+# scenario needs pgbouncer, and the restart scenario PostgreSQL's server binaries (initdb,
+# postgres: it restarts a throwaway cluster of its own, never the server at PG_URL). Each is
+# installed with apt when missing and we are root; without it that scenario skips with the
+# reason, except under CI=true, where it fails.
 scenarios: $(STAMP) scenario-deps ## The failure scenarios alone (real processes, injected faults; a few minutes)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	DATABASE_URL=$(PG_URL) $(BIN)/pytest -p no:cacheprovider -m scenario tests/scenarios
 
-scenario-deps: ## Install pgbouncer for the pooler scenario if it is missing
-	@if command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ]; then exit 0; fi; \
+scenario-deps: ## Install pgbouncer and PostgreSQL's server binaries for the scenarios if they are missing
+	@missing=""; \
+	command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || missing=" pgbouncer"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || missing="$$missing postgresql"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  echo "Installing pgbouncer for the pooler scenario (apt-get)"; \
+	  echo "Installing$$missing for the scenarios (apt-get)"; \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	      pgbouncer; } >/tmp/tiffin-scenario-deps.log 2>&1 \
+	      $$missing; } >/tmp/tiffin-scenario-deps.log 2>&1 \
 	    || { tail -5 /tmp/tiffin-scenario-deps.log; \
-	         echo "Could not install pgbouncer: the pooler scenario will be skipped (and fail under CI=true)"; }; \
+	         echo "Could not install$$missing: the scenarios needing it will be skipped (and fail under CI=true)"; }; \
 	else \
-	  echo "pgbouncer is missing: run 'sudo apt-get install pgbouncer' to run the pooler scenario;"; \
-	  echo "without it that scenario is skipped (and fails under CI=true)"; \
+	  echo "Missing for the scenarios:$$missing: run 'sudo apt-get install$$missing';"; \
+	  echo "without it the pooler (pgbouncer) or restart (postgresql) scenario is skipped (and fails under CI=true)"; \
 	fi
 
 # The browser tests drive Debian's Chromium (never a downloaded browser). Installed with
