@@ -5,9 +5,8 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from scheduling.alerts import problems_alert
-from scheduling.management.commands._base import JsonCommand, parse_instant
+from scheduling.management.commands._base import JsonCommand, parse_now
 from scheduling.monitoring import CheckWindow, Problem, runs_check
-from tiffin import clock
 
 
 class Command(JsonCommand):
@@ -27,7 +26,7 @@ class Command(JsonCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        now = parse_instant(options["now"], option="--now") if options["now"] else clock.now()
+        now = parse_now(options["now"])
         problems = runs_check(now=now)
         if options["alert"]:
             problems_alert(problems=problems, now=now)

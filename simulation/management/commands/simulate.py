@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from scheduling.management.commands._base import parse_finite, parse_instant
+from scheduling.management.commands._base import TiffinCommand, parse_finite, parse_instant
 from simulation.report import JobTicks, SimulationReport, run_story, simulation_report
 from simulation.runner import Fault, FaultKind, Simulation, SimulationOutcome, SimulationPlan, parse_duration
 from simulation.services import simulation_reset, simulation_state_counts
@@ -28,7 +28,7 @@ DEFAULT_LASTING = {
 }
 
 
-class Command(BaseCommand):
+class Command(TiffinCommand):
     help = (
         "Run N servers (each a scheduler loop and a django-q2 worker process) plus order traffic against "
         "the configured database on an accelerated clock, inject faults, then print what happened: ticks "
@@ -57,7 +57,7 @@ class Command(BaseCommand):
             if DEFAULT_LASTING[kind]:
                 default += f", FOR {DEFAULT_LASTING[kind].total_seconds() / 60:g}m"
             parser.add_argument(
-                f"--{kind}", nargs="?", const="", metavar=metavar, help=f"{help_text} (default AT {default})"
+                f"--{kind}", nargs="?", const=True, metavar=metavar, help=f"{help_text} (default AT {default})"
             )
         parser.add_argument("--reset", action="store_true", help="first forget job runs, schedules and payouts")
         parser.add_argument("--log-dir", help="keep each process's log here (default: a temporary directory)")
@@ -119,7 +119,7 @@ def _faults(options: dict[str, Any], duration: timedelta) -> list[Fault]:
         text = options[kind.replace("-", "_")]
         if text is None:
             continue
-        if not text:
+        if text is True:  # the option alone: the default instant
             text = f"{duration.total_seconds() * DEFAULT_FAULT_AT[kind]:.0f}s"
         fault = Fault.parse(kind, text, default_lasting=DEFAULT_LASTING[kind])
         if not timedelta(0) < fault.at < duration:

@@ -7,10 +7,11 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from orders.selectors import order_cancellations_overview
 from payouts.selectors import WeekRow, payout_weeks_table
+from scheduling.management.commands._base import TiffinCommand
 from scheduling.models import JobRun
 from scheduling.selectors import job_last_run
 from tiffin import clock
@@ -21,7 +22,7 @@ JOBS = ("weekly-payouts", "clean-carts", "cancel-stale-orders")
 WEEKS_SHOWN = 7
 
 
-class Command(BaseCommand):
+class Command(TiffinCommand):
     help = "Summarise restaurants, orders, carts and payouts in the database."
 
     def add_arguments(self, parser: CommandParser) -> None:
