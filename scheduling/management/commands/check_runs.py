@@ -5,8 +5,8 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from scheduling.alerts import problems_alert
-from scheduling.management.commands._base import JsonCommand, parse_now
-from scheduling.monitoring import CheckWindow, Problem, runs_check
+from scheduling.management.commands._base import JsonCommand, counted, parse_now
+from scheduling.monitoring import CheckWindow, Problem, problems_grouped, runs_check
 
 
 class Command(JsonCommand):
@@ -44,7 +44,10 @@ class Command(JsonCommand):
 
 
 def _text(window: CheckWindow, problems: list[Problem]) -> str:
+    """Problems alike on one line each (job, kind, range of logical times, count); --json has every one."""
     span = f"ticks from {window.start:%Y-%m-%d %H:%M} to {window.horizon:%Y-%m-%d %H:%M} UTC"
     if not problems:
         return f"OK: no problems ({span}, and every run in flight)"
-    return "\n".join([f"{len(problems)} problems ({span}):", *(f"  {problem}" for problem in problems)])
+    groups = problems_grouped(problems)
+    head = f"{counted(len(problems), 'problem')}" + (f" in {len(groups)} groups" if len(groups) < len(problems) else "")
+    return "\n".join([f"{head} ({span}):", *(f"  {group}" for group in groups)])
