@@ -27,7 +27,7 @@ from django.urls import URLPattern, path, reverse
 from scheduling import cron, services, views
 from scheduling.models import JobRun, JobRunEvent, Overlap, RunAlert, RunStatus, Schedule, SkipReason
 from scheduling.registry import UnknownJobError, registry
-from scheduling.selectors import job_last_run
+from scheduling.selectors import job_last_run, schedule_next_fire
 from tiffin import clock
 from tiffin.admin_lists import BoundedPaginator
 
@@ -254,13 +254,12 @@ class ScheduleAdmin(ReadOnlyMixin, _ScheduleAdmin):
         return f"overlap {schedule.overlap}, misfire {schedule.misfire}{deadline}, {schedule.max_attempts} attempts"
 
     def _next_fire(self, schedule: Schedule) -> datetime | None:
-        if not schedule.cron:
-            return None
-        ticks = cron.next_ticks(schedule.cron, schedule.timezone, clock.now(), 1)
-        return ticks[0] if ticks else None
+        return schedule_next_fire(schedule=schedule, now=clock.now())
 
     @admin.display(description="next fire (UTC)")
     def next_fire_utc(self, schedule: Schedule) -> str:
+        if not registry.has(schedule.job_name):
+            return "retired: no code declares it"
         tick = self._next_fire(schedule)
         return f"{tick:%Y-%m-%d %H:%M}" if tick else "-"
 

@@ -20,7 +20,7 @@ from datetime import timedelta
 from scheduling.context import RunContext
 from scheduling.models import Overlap
 from scheduling.registry import job
-from simulation.services import probe_charge
+from simulation.services import PROBE_JOB, SETTLEMENT_JOB, probe_charge
 from tiffin import clock
 
 BREAK_VARIABLE = "TIFFIN_SIMULATE_BREAK"
@@ -28,7 +28,7 @@ SETTLEMENT_SECONDS = 180
 HEARTBEAT_SECONDS = 15
 
 
-@job("sim-probe", cron="* * * * *", timeout_seconds=300)
+@job(PROBE_JOB, cron="* * * * *", timeout_seconds=300)
 def sim_probe(ctx: RunContext) -> dict[str, int]:
     if os.environ.get(BREAK_VARIABLE) == "duplicate-charge":
         charged = [probe_charge(ctx=ctx, now=clock.now(), guarded=False) for _ in range(2)]
@@ -38,7 +38,7 @@ def sim_probe(ctx: RunContext) -> dict[str, int]:
 
 
 @job(
-    "sim-settlement",
+    SETTLEMENT_JOB,
     cron="*/10 * * * *",
     overlap=Overlap.QUEUE,
     heartbeat=True,

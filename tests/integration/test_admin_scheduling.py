@@ -348,3 +348,15 @@ def test_the_dashboard_draws_each_tick_with_its_outcome_late_runs_offset_and_mis
     assert "2027-03-01 07:00 UTC (08:00 CET): missed, never claimed" in svg
     late_x = [float(x) for x in re.findall(r'class="link late" x1="([\d.]+)".*?x2="([\d.]+)"', svg)[0]]
     assert late_x[1] > late_x[0]  # the run is drawn right of its tick
+
+
+def test_a_schedule_no_code_declares_any_more_is_shown_retired_without_a_next_fire_time(viewer):
+    retired = make_job("sim-probe", cron="* * * * *")
+    with registry.replaced(HOURLY, DELAYED, retired):
+        schedules_register(now=NOW)
+    page = viewer.get(reverse("admin:scheduling_schedule_changelist")).content.decode()
+    row = next(line for line in page.split("<tr") if "sim-probe" in line)
+    assert "retired: no code declares it" in row
+    assert "2027-03-01 12:31" not in row  # the next minute, which no scheduler will claim
+    hourly = next(line for line in page.split("<tr") if "hourly-report" in line)
+    assert "2027-03-01 13:00" in hourly
