@@ -53,7 +53,9 @@ set -m
 $PY manage.py worker >>"$worker_log" 2>&1 &
 worker=$!
 set +m
-trap 'kill -TERM $worker 2>/dev/null; wait $worker 2>/dev/null' EXIT
+# However this script ends, both stop (gunicorn, started in the background, is not
+# reached by a Ctrl-C on its own).
+trap 'kill -TERM ${web:-} $worker 2>/dev/null; wait ${web:-} $worker 2>/dev/null' EXIT
 trap 'exit 130' INT TERM
 
 .venv/bin/gunicorn tiffin.wsgi --config deploy/gunicorn.conf.py --access-logfile "$web_log" --error-logfile "$web_log" &

@@ -11,10 +11,12 @@ from django_q.models import OrmQ
 
 from payouts.models import Payout
 from payouts.services import ledger_wipe
+from scheduling.alerts import alerts_resolve
 from scheduling.context import RunContext
 from scheduling.execution import worker_name
 from scheduling.fencing import fence_check
 from scheduling.models import Fence, JobKind, JobRun, JobRunEvent, RunAlert, Schedule, SchedulerNode
+from scheduling.monitoring import runs_check
 from simulation.models import ProbeCharge
 
 # The jobs simulation.probe_jobs adds while `simulate` runs; no other code declares them.
@@ -100,6 +102,8 @@ def simulation_hand_over(*, now: datetime) -> HandOver | None:
     3. Every cron schedule is registered afresh as of ``now``: the scheduler claims no
        tick between the simulated past and now (it is not an outage of this deployment:
        no server of it was meant to run), and the missed-run check expects none.
+    4. The alerts the simulation left open are resolved unless the check, as of ``now``,
+       still finds their problem (``/healthz`` counts the open ones).
     """
     if not Schedule.objects.filter(job_name__in=PROBE_JOBS).exists():
         return None
@@ -112,4 +116,5 @@ def simulation_hand_over(*, now: datetime) -> HandOver | None:
         probe_runs.delete()
         Schedule.objects.filter(job_name__in=PROBE_JOBS).delete()
         Schedule.objects.filter(kind=JobKind.CRON).update(first_seen_at=now)
+        alerts_resolve(current={problem.key for problem in runs_check(now=now)}, now=now)
     return HandOver(simulated_until=simulated_until, now=now, probe_runs=counted)

@@ -12,9 +12,9 @@ import pytest
 import time_machine
 from django.core.management import call_command
 
-from scheduling.alerts import problems_alert
+from scheduling.alerts import alerts_open_count, problems_alert
 from scheduling.dispatch import tick_pass
-from scheduling.models import JobRun, RunAlert, RunStatus, Schedule, SchedulerNode, Trigger
+from scheduling.models import JobRun, ProblemKind, RunAlert, RunStatus, Schedule, SchedulerNode, Trigger
 from scheduling.monitoring import runs_check
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
@@ -45,6 +45,10 @@ def simulated():
         status=RunStatus.ENQUEUED
     )
     SchedulerNode.objects.create(name="sim:1", started_at=T0, last_pass_at=SIMULATED_END)
+    # An alert the simulated check raised, about a tick of a probe job.
+    RunAlert.objects.create(
+        job_name=PROBE_JOBS[1], scheduled_for=T0, kind=ProblemKind.NOT_STARTED, alerted_at=SIMULATED_END
+    )
 
 
 def test_the_hand_over_leaves_nothing_to_claim_or_alert_at_the_real_present(simulated):
@@ -56,6 +60,7 @@ def test_the_hand_over_leaves_nothing_to_claim_or_alert_at_the_real_present(simu
     )
     assert not Schedule.objects.filter(job_name__in=PROBE_JOBS).exists()
     assert not JobRun.objects.filter(job_name__in=PROBE_JOBS).exists()
+    assert alerts_open_count() == 0
     with registry.replaced(FIVE_MINUTES):
         report = tick_pass(now=REAL_NOW)
         assert report.claimed == []  # nothing from the three days between
@@ -65,7 +70,7 @@ def test_the_hand_over_leaves_nothing_to_claim_or_alert_at_the_real_present(simu
         problems = runs_check(now=later)
         assert problems_alert(problems=problems, now=later) == []
     assert problems == []
-    assert RunAlert.objects.count() == 0
+    assert RunAlert.objects.filter(alerted_at__gt=REAL_NOW).count() == 0
     claimed = JobRun.objects.filter(job_name=FIVE_MINUTES.name, scheduled_for__gt=SIMULATED_END)
     assert [run.scheduled_for - REAL_NOW for run in claimed.order_by("scheduled_for")] == [
         timedelta(minutes=m) for m in (3, 8, 13, 18)
