@@ -27,7 +27,9 @@ venv: $(STAMP) ## Create .venv and install the pinned requirements
 # the jobs run, as of now.
 
 # The demo's simulated clock starts at 20:00 UTC on the Sunday before today, half an hour
-# before the weekly payout tick; the seeded history ends there too.
+# before the weekly payout tick; the seeded history ends there too. The crash hits the
+# payout run at 20:30, which pays one restaurant per transaction (PAYOUT_BATCH_SIZE=1) so
+# that it is still running when the worker is killed.
 DEMO_START = $(shell $(PY) -c 'from datetime import UTC, datetime, timedelta; d = datetime.now(UTC); d -= timedelta(days=d.weekday() + 1); print(d.replace(hour=20, minute=0, second=0, microsecond=0).isoformat())')
 
 # The demo runs locally on the development key, which the settings accept only with
@@ -37,7 +39,8 @@ demo demo-jobs: export DEBUG ?= 1
 demo: $(STAMP) ## The main job end to end on the SQLite default: seed, then 3 servers for 2 simulated hours through a crash, and the report
 	$(PY) manage.py migrate --noinput --verbosity 0
 	$(PY) manage.py seed_demo --reset --now $(DEMO_START)
-	$(PY) manage.py simulate --reset --start $(DEMO_START) --duration 2h --speed 120 --servers 3 --crash-worker --log-dir db/demo-logs
+	PAYOUT_BATCH_SIZE=1 $(PY) manage.py simulate --reset --start $(DEMO_START) --duration 2h --speed 120 --servers 3 \
+	  --crash-worker 30m --fault-job weekly-payouts --log-dir db/demo-logs
 	@echo ""
 	@echo "Look around: 'make up' serves the admin at http://127.0.0.1:8000/admin/ (it prints a login)"
 	@echo "  job runs, their events and fences: /admin/scheduling/jobrun/   payouts: /admin/payouts/payout/"

@@ -20,9 +20,6 @@ from payouts.weeks import BusinessWeek, week_of, weeks_finished
 from scheduling.models import JobRun, RunStatus
 
 CENT = Decimal("0.01")
-# Restaurants per transaction: large enough that the per-statement overhead vanishes,
-# small enough that one batch holds its locks for well under a second.
-RESTAURANTS_PER_BATCH = 2500
 # See payout_weeks_due: a history this short is checked week by week without narrowing.
 SHORT_HISTORY = timedelta(weeks=8)
 # Before any delivery: "waiting since" for a restaurant never paid.
@@ -105,7 +102,7 @@ def _per_restaurant(rows: QuerySet[Any], aggregate: Aggregate) -> Subquery:
 def payout_batches(*, ids: list[int], restricted: bool, size: int | None = None) -> list[sql.RestaurantBatch]:
     """Cut the ids of a pass (ascending) into batches of ``size``: id ranges, which the
     primary key serves, naming the ids only when the pass is restricted to some."""
-    size = size or RESTAURANTS_PER_BATCH
+    size = size or settings.PAYOUT_BATCH_SIZE
     chunks = [ids[start : start + size] for start in range(0, len(ids), size)]
     return [sql.RestaurantBatch(chunk[0], chunk[-1], tuple(chunk) if restricted else None) for chunk in chunks]
 

@@ -28,12 +28,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from orders.models import CommissionRateChange, Restaurant
 from payouts import sql
 from payouts.models import PAYOUT_JOB, Payout
-from payouts.selectors import RESTAURANTS_PER_BATCH, payout_batches, payout_restaurant_ids, payout_weeks_due
+from payouts.selectors import payout_batches, payout_restaurant_ids, payout_weeks_due
 from scheduling.fencing import fence_check
 from scheduling.models import JobRun
 from scheduling.services import run_execute_here
@@ -83,7 +84,7 @@ def payouts_pay_due(
     the rows (when they were written) and the fence row's ``updated_at``. ``restaurant_ids``
     restricts the pass (None means every active restaurant).
     """
-    size = batch_size or RESTAURANTS_PER_BATCH
+    size = batch_size or settings.PAYOUT_BATCH_SIZE
     ids = payout_restaurant_ids(restaurant_ids=restaurant_ids)
     batches = payout_batches(ids=ids, restricted=restaurant_ids is not None, size=size)
     written = 0

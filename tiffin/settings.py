@@ -147,6 +147,10 @@ LOGGING = {
 ORDER_ACCEPT_TIMEOUT_SECONDS = env_int("ORDER_ACCEPT_TIMEOUT_SECONDS", 600, minimum=1)
 # A business week is payable once its end plus this delay has passed.
 PAYOUT_SETTLEMENT_DELAY_SECONDS = env_int("PAYOUT_SETTLEMENT_DELAY_SECONDS", 1800, minimum=0)
+# Restaurants per payout transaction (each batch heartbeats): large enough that the
+# per-statement overhead vanishes, small enough that one batch holds its locks for well
+# under a second. The demo sets 1, so its payout run lasts long enough to crash in.
+PAYOUT_BATCH_SIZE = env_int("PAYOUT_BATCH_SIZE", 2500, minimum=1)
 CART_STALE_DAYS = env_int("CART_STALE_DAYS", 7, minimum=1)
 CART_CLEANUP_BATCH_SIZE = env_int("CART_CLEANUP_BATCH_SIZE", 5000, minimum=1)
 

@@ -13,9 +13,18 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from scheduling.management.commands._base import TiffinCommand, parse_finite, parse_instant
+from scheduling.registry import registry
 from simulation.report import JobTicks, SimulationReport, run_story, simulation_report
-from simulation.runner import Fault, FaultKind, Simulation, SimulationOutcome, SimulationPlan, parse_duration
-from simulation.services import simulation_reset, simulation_state_counts
+from simulation.runner import (
+    TARGET_JOB,
+    Fault,
+    FaultKind,
+    Simulation,
+    SimulationOutcome,
+    SimulationPlan,
+    parse_duration,
+)
+from simulation.services import PROBE_JOBS, simulation_reset, simulation_state_counts
 from tiffin import clock
 
 # Above this, a job's 600 s timeout lasts under a real second and busy machines lose runs.
@@ -49,8 +58,16 @@ class Command(TiffinCommand):
             "--orders-per-minute", type=parse_finite, default=6.0, help="order traffic (default 6; 0: none)"
         )
         for kind, metavar, help_text in (
-            (FaultKind.CRASH_WORKER, "AT[:FOR]", "SIGKILL the worker running a settlement at AT, restart it FOR later"),
-            (FaultKind.PAUSE_WORKER, "AT[:FOR]", "SIGSTOP the worker running a settlement at AT, SIGCONT it FOR later"),
+            (
+                FaultKind.CRASH_WORKER,
+                "AT[:FOR]",
+                "SIGKILL the worker running the fault job at AT, restart it FOR later",
+            ),
+            (
+                FaultKind.PAUSE_WORKER,
+                "AT[:FOR]",
+                "SIGSTOP the worker running the fault job at AT, SIGCONT it FOR later",
+            ),
             (FaultKind.KILL_SCHEDULER, "AT", "SIGKILL server 1's scheduler at AT, for good"),
         ):
             default = f"{DEFAULT_FAULT_AT[kind] * 100:.0f}%% of the duration"  # argparse formats help with %
@@ -59,6 +76,12 @@ class Command(TiffinCommand):
             parser.add_argument(
                 f"--{kind}", nargs="?", const=True, metavar=metavar, help=f"{help_text} (default AT {default})"
             )
+        parser.add_argument(
+            "--fault-job",
+            default=TARGET_JOB,
+            metavar="JOB",
+            help=f"the job whose running run a crash or a pause hits (default {TARGET_JOB}; the demo: weekly-payouts)",
+        )
         parser.add_argument("--reset", action="store_true", help="first forget job runs, schedules and payouts")
         parser.add_argument("--log-dir", help="keep each process's log here (default: a temporary directory)")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -96,6 +119,8 @@ def _plan(options: dict[str, Any]) -> SimulationPlan:
     except ValueError as error:
         raise CommandError(str(error)) from None
     _check_numbers(options, duration, faults)
+    if options["fault_job"] not in {job.name for job in registry.cron_jobs()} | set(PROBE_JOBS):
+        raise CommandError(f"--fault-job {options['fault_job']!r}: not a cron job of this project or a probe job")
     return SimulationPlan(
         servers=options["servers"],
         workers=options["workers"],
@@ -105,6 +130,7 @@ def _plan(options: dict[str, Any]) -> SimulationPlan:
         skew=options["skew"],
         orders_per_minute=options["orders_per_minute"],
         faults=faults,
+        fault_job=options["fault_job"],
         environment={"SCHEDULING_EXTRA_JOB_MODULES": "simulation.probe_jobs", **_PROCESS_ENVIRONMENT},
     )
 
