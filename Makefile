@@ -27,7 +27,9 @@ venv: $(STAMP) ## Create .venv and install the pinned requirements
 # the jobs run, as of now.
 
 # The demo's simulated clock starts at 20:00 UTC on the Sunday before today, half an hour
-# before the weekly payout tick; the seeded history ends there too.
+# before the weekly payout tick; the seeded history ends there too. The crash hits the
+# payout run at 20:30, which pays one restaurant per transaction (PAYOUT_BATCH_SIZE=1) so
+# that it is still running when the worker is killed.
 DEMO_START = $(shell $(PY) -c 'from datetime import UTC, datetime, timedelta; d = datetime.now(UTC); d -= timedelta(days=d.weekday() + 1); print(d.replace(hour=20, minute=0, second=0, microsecond=0).isoformat())')
 
 # The demo runs locally on the development key, which the settings accept only with
@@ -37,7 +39,8 @@ demo demo-jobs: export DEBUG ?= 1
 demo: $(STAMP) ## The main job end to end on the SQLite default: seed, then 3 servers for 2 simulated hours through a crash, and the report
 	$(PY) manage.py migrate --noinput --verbosity 0
 	$(PY) manage.py seed_demo --reset --now $(DEMO_START)
-	$(PY) manage.py simulate --reset --start $(DEMO_START) --duration 2h --speed 120 --servers 3 --crash-worker --log-dir db/demo-logs
+	PAYOUT_BATCH_SIZE=1 $(PY) manage.py simulate --reset --start $(DEMO_START) --duration 2h --speed 120 --servers 3 \
+	  --crash-worker 30m --fault-job weekly-payouts --log-dir db/demo-logs
 	@echo ""
 	@echo "Look around: 'make up' serves the admin at http://127.0.0.1:8000/admin/ (it prints a login)"
 	@echo "  job runs, their events and fences: /admin/scheduling/jobrun/   payouts: /admin/payouts/payout/"
@@ -70,23 +73,28 @@ test: lint typecheck browser-deps prometheus-deps test-postgres test-sqlite ## L
 
 # The failure scenarios (tests/scenarios, marker `scenario`) start real processes against
 # fresh PostgreSQL databases; `make test` runs them in its PostgreSQL pass. The pooler
-# scenario needs pgbouncer: installed with apt when missing and we are root; without it
-# that scenario skips with the reason, except under CI=true, where it fails.
+# scenario needs pgbouncer, and the restart scenario PostgreSQL's server binaries (initdb,
+# postgres: it restarts a throwaway cluster of its own, never the server at PG_URL). Each is
+# installed with apt when missing and we are root; without it that scenario skips with the
+# reason, except under CI=true, where it fails.
 scenarios: $(STAMP) scenario-deps ## The failure scenarios alone (real processes, injected faults; a few minutes)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	DATABASE_URL=$(PG_URL) $(BIN)/pytest -p no:cacheprovider -m scenario tests/scenarios
 
-scenario-deps: ## Install pgbouncer for the pooler scenario if it is missing
-	@if command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ]; then exit 0; fi; \
+scenario-deps: ## Install pgbouncer and PostgreSQL's server binaries for the scenarios if they are missing
+	@missing=""; \
+	command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || missing=" pgbouncer"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || missing="$$missing postgresql"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  echo "Installing pgbouncer for the pooler scenario (apt-get)"; \
+	  echo "Installing$$missing for the scenarios (apt-get)"; \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	      pgbouncer; } >/tmp/tiffin-scenario-deps.log 2>&1 \
+	      $$missing; } >/tmp/tiffin-scenario-deps.log 2>&1 \
 	    || { tail -5 /tmp/tiffin-scenario-deps.log; \
-	         echo "Could not install pgbouncer: the pooler scenario will be skipped (and fail under CI=true)"; }; \
+	         echo "Could not install$$missing: the scenarios needing it will be skipped (and fail under CI=true)"; }; \
 	else \
-	  echo "pgbouncer is missing: run 'sudo apt-get install pgbouncer' to run the pooler scenario;"; \
-	  echo "without it that scenario is skipped (and fails under CI=true)"; \
+	  echo "Missing for the scenarios:$$missing: run 'sudo apt-get install$$missing';"; \
+	  echo "without it the pooler (pgbouncer) or restart (postgresql) scenario is skipped (and fails under CI=true)"; \
 	fi
 
 # The browser tests drive Debian's Chromium (never a downloaded browser). Installed with

@@ -18,3 +18,11 @@ accesslog = "-"
 errorlog = "-"
 # Trust X-Forwarded-* only from the proxy in front (set FORWARDED_ALLOW_IPS to its address).
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+
+
+def on_starting(server: object) -> None:
+    """Load the settings in the master before any worker starts: a value they refuse
+    stops gunicorn with that one line, not a traceback from every worker."""
+    from tiffin.env import settings_load_or_exit
+
+    settings_load_or_exit()

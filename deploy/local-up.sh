@@ -34,19 +34,44 @@ else
   login="create a user with: DATABASE_URL=... $PY manage.py createsuperuser"
 fi
 
+# After `make demo`: the simulated servers are gone and the demo's history ends in the
+# simulated past; start the schedules afresh from now (one line says so) instead of
+# taking the days between for an outage. Does nothing on a database no simulation ran on.
+handover=$($PY manage.py end_simulation)
+
+# The processes log to files, so the terminal keeps the login and the addresses.
+mkdir -p db
+worker_log=db/worker.log web_log=db/web.log
+: >"$worker_log"
+: >"$web_log"
+
 # The worker gets its own process group (job control on), so Ctrl-C reaches only
 # gunicorn and this script; the worker is then stopped with SIGTERM to its main process
 # alone, as Kubernetes does. (A signal to every process of the django-q2 cluster at once
 # can leave the cluster's stop waiting forever on a lock a killed child held.)
 set -m
-$PY manage.py worker &
+$PY manage.py worker >>"$worker_log" 2>&1 &
 worker=$!
 set +m
-trap 'kill -TERM $worker 2>/dev/null; wait $worker 2>/dev/null' EXIT
+# However this script ends, both stop (gunicorn, started in the background, is not
+# reached by a Ctrl-C on its own).
+trap 'kill -TERM ${web:-} $worker 2>/dev/null; wait ${web:-} $worker 2>/dev/null' EXIT
 trap 'exit 130' INT TERM
 
-cat <<MSG
+.venv/bin/gunicorn tiffin.wsgi --config deploy/gunicorn.conf.py --access-logfile "$web_log" --error-logfile "$web_log" &
+web=$!
+# Wait until gunicorn listens (or has died, whose log then says why).
+for _ in $(seq 100); do
+  grep -q "Listening at" "$web_log" && break
+  kill -0 $web 2>/dev/null || { tail -5 "$web_log"; exit 1; }
+  sleep 0.1
+done
 
+cat <<MSG
+${handover:+
+  $handover
+}
+  Logs:       $worker_log (the worker and its scheduler), $web_log (the web server)
   Tiffin is up on $DATABASE_URL
   Admin:      http://$HOST:$PORT/admin/   ($login)
   Dashboard:  http://$HOST:$PORT/admin/scheduling/schedule/dashboard/
@@ -55,4 +80,4 @@ cat <<MSG
   Ctrl-C stops the web server and the worker.
 
 MSG
-.venv/bin/gunicorn tiffin.wsgi --config deploy/gunicorn.conf.py
+wait $web

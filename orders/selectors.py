@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 
@@ -20,6 +21,10 @@ def order_get(*, order_id: int) -> Order | None:
 def order_status_get(*, order_id: int) -> str | None:
     """The order's status as stored now, or None when there is no such order."""
     return Order.objects.filter(pk=order_id).values_list("status", flat=True).first()
+
+
+def restaurants_by_id(*, restaurant_ids: Iterable[int]) -> dict[int, Restaurant]:
+    return Restaurant.objects.in_bulk(set(restaurant_ids))
 
 
 def restaurant_paid_through(*, restaurant_id: int) -> datetime | None:

@@ -27,9 +27,9 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from scheduling import cron, services, views
-from scheduling.models import JobRun, JobRunEvent, RunAlert, RunStatus, Schedule, SkipReason, Trigger
+from scheduling.models import JobRun, JobRunEvent, Overlap, RunAlert, RunStatus, Schedule, SkipReason, Trigger
 from scheduling.registry import UnknownJobError, registry
-from scheduling.selectors import job_last_run
+from scheduling.selectors import job_last_run, schedule_next_fire
 from tiffin import clock
 from tiffin.admin_lists import BoundedPaginator
 
@@ -182,6 +182,16 @@ class JobRunAdmin(ReadOnlyMixin, _JobRunAdmin):
 class BackfillForm(forms.Form):
     start = forms.DateTimeField(help_text="UTC, e.g. 2027-03-01 00:00. Ticks after this instant...")
     end = forms.DateTimeField(help_text="...up to and including this one (not in the future).")
+    order = forms.ChoiceField(
+        choices=[
+            ("sequential", "One after another, oldest first: each tick starts once the one before it has finished"),
+            ("policy", "As the job's overlap policy says (forbid: a tick that finds another still running is skipped)"),
+        ],
+        initial="sequential",
+        required=False,  # not given: one after another
+        widget=forms.RadioSelect,
+        label="Overlap",
+    )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -189,6 +199,26 @@ class BackfillForm(forms.Form):
         if start and end and start >= end:
             self.add_error("end", "The end must be after the start.")
         return data
+
+
+# What a tick of a job that overlaps another run of it does, by the job's policy.
+OVERLAP_OUTCOMES = {
+    Overlap.ALLOW: "several may run at once",
+    Overlap.FORBID: "a tick that finds another still running is skipped",
+    Overlap.QUEUE: "each starts once the one before it has finished",
+    Overlap.REPLACE: "a later tick supersedes an earlier one still running",
+}
+
+
+def _backfill_outcome(schedule: Schedule, claimed: int, *, sequential: bool) -> str:
+    """What the backfill will do, in the words its message uses."""
+    if not claimed:
+        return "no new runs (every tick in the range already has one)"
+    runs = f"{claimed} new run{'s' if claimed != 1 else ''}"
+    if sequential:
+        return f"{runs}, to run one after another, oldest first (each starts once the one before it has finished)"
+    policy = Overlap(schedule.overlap)
+    return f"{runs}, started as workers take them under the job's overlap policy, {policy}: {OVERLAP_OUTCOMES[policy]}"
 
 
 @admin.register(Schedule)
@@ -212,14 +242,13 @@ class ScheduleAdmin(ReadOnlyMixin, _ScheduleAdmin):
         return f"overlap {schedule.overlap}, misfire {schedule.misfire}{deadline}, {schedule.max_attempts} attempts"
 
     def _next_fire(self, schedule: Schedule) -> datetime | None:
-        if not schedule.cron:
-            return None
-        ticks = cron.next_ticks(schedule.cron, schedule.timezone, clock.now(), 1)
-        return ticks[0] if ticks else None
+        return schedule_next_fire(schedule=schedule, now=clock.now())
 
     @admin.display(description="next fire")
     def next_fire(self, schedule: Schedule) -> str | SafeString:
         """In UTC, and under it in the job's zone when that is not UTC."""
+        if not registry.has(schedule.job_name):
+            return "retired: no code declares it"
         tick = self._next_fire(schedule)
         if tick is None:
             return "-"
@@ -304,7 +333,9 @@ class ScheduleAdmin(ReadOnlyMixin, _ScheduleAdmin):
         through the normal claim path (trigger backfill; claimed ticks are left alone)."""
         form = BackfillForm(request.POST if "apply" in request.POST else None)
         if form.is_valid():
-            self._backfill(request, queryset, start=form.cleaned_data["start"], end=form.cleaned_data["end"])
+            data = form.cleaned_data
+            sequential = data["order"] != "policy"
+            self._backfill(request, queryset, start=data["start"], end=data["end"], sequential=sequential)
             return None
         context = {
             **self.admin_site.each_context(request),
@@ -317,17 +348,22 @@ class ScheduleAdmin(ReadOnlyMixin, _ScheduleAdmin):
         }
         return TemplateResponse(request, "admin/scheduling/schedule/backfill.html", context)
 
-    def _backfill(self, request: HttpRequest, queryset: QuerySet[Schedule], *, start: datetime, end: datetime) -> None:
+    def _backfill(
+        self, request: HttpRequest, queryset: QuerySet[Schedule], *, start: datetime, end: datetime, sequential: bool
+    ) -> None:
         now, actor = clock.now(), _actor(request)
+        span = f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC"
         for schedule in queryset:
             try:
-                won = services.runs_backfill(job_name=schedule.job_name, start=start, end=end, actor=actor, now=now)
+                won = services.runs_backfill(
+                    job_name=schedule.job_name, start=start, end=end, actor=actor, now=now, one_after_another=sequential
+                )
             except REFUSALS as error:
                 self.message_user(request, f"Refused for {schedule.job_name}: {error}.", messages.WARNING)
                 continue
-            span = f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC"
-            self.log_change(request, schedule, f"Backfilled {span}: {len(won)} new runs")
-            self.message_user(request, f"{schedule.job_name}: {len(won)} new runs from {span}.", messages.SUCCESS)
+            what = _backfill_outcome(schedule, len(won), sequential=sequential)
+            self.log_change(request, schedule, f"Backfilled {span}: {what}")
+            self.message_user(request, f"{schedule.job_name}, {span}: {what}.", messages.SUCCESS)
 
     # -- extra pages
 

@@ -14,13 +14,15 @@ import logging
 import urllib.request
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.core.mail import mail_admins
 from django.db import transaction
+from django.db.models import Count, Max, Min
 
 from scheduling.models import RunAlert
-from scheduling.monitoring import Problem
+from scheduling.monitoring import Problem, problems_grouped
 
 logger = logging.getLogger("scheduling.alerts")
 
@@ -73,10 +75,34 @@ def alerts_open_count() -> int:
     return RunAlert.objects.filter(resolved_at__isnull=True).count()
 
 
+# At most this many groups in /healthz: its body stays small whatever is open.
+OPEN_GROUPS_SHOWN = 20
+
+
+def alerts_open_groups() -> list[dict[str, Any]]:
+    """The open alerts by job and kind, with their count and range of logical times,
+    most numerous first (the partial index job_run_alert_open holds only open ones)."""
+    rows = (
+        RunAlert.objects.filter(resolved_at__isnull=True)
+        .values("job_name", "kind")
+        .annotate(count=Count("id"), first=Min("scheduled_for"), last=Max("scheduled_for"))
+        .order_by("-count", "job_name", "kind")[:OPEN_GROUPS_SHOWN]
+    )
+    return [
+        {"job": r["job_name"], "kind": r["kind"], "count": r["count"], "first": r["first"], "last": r["last"]}
+        for r in rows
+    ]
+
+
 def problems_deliver(*, problems: Sequence[Problem], now: datetime) -> None:
     """Send ``problems`` through every channel; each channel's failure is only logged."""
-    for problem in problems:
-        logger.error(json.dumps({"event": "run_problem", **problem.as_dict()}, separators=(",", ":")))
+    # One line per group of problems alike (a single one as itself), not one per tick.
+    for group in problems_grouped(problems):
+        one = len(group.problems) == 1
+        line = (
+            {"event": "run_problem", **group.first.as_dict()} if one else {"event": "run_problems", **group.as_dict()}
+        )
+        logger.error(json.dumps(line, separators=(",", ":")))
     subject, body = _summary(problems)
     try:
         mail_admins(subject, body)
@@ -111,27 +137,15 @@ def webhook_post(*, url: str, problems: Sequence[Problem], now: datetime) -> boo
 
 
 def _summary(problems: Sequence[Problem]) -> tuple[str, str]:
-    """A subject and a body for people: problems alike (same job, kind and detail, such as
-    288 ticks skipped past their deadline after an outage) share one line."""
+    """A subject and a body for people: problems alike share one line (``problems_grouped``)."""
     jobs = sorted({problem.job_name for problem in problems})
     noun = "problem" if len(problems) == 1 else "problems"
     subject = f"{len(problems)} new scheduling {noun}: {', '.join(jobs)}"
-    groups: dict[tuple[str, str, str], list[Problem]] = {}
-    for problem in problems:
-        groups.setdefault((problem.job_name, str(problem.kind), problem.detail), []).append(problem)
-    lines = [_group_line(group) for group in groups.values()]
+    lines = [str(group) for group in problems_grouped(problems)]
     if len(lines) > SUMMARY_LINES:
         more = len(lines) - SUMMARY_LINES
         lines = [*lines[:SUMMARY_LINES], f"... and {more} more lines: run manage.py check_runs for all of them"]
     return subject, "\n".join(lines)
-
-
-def _group_line(group: list[Problem]) -> str:
-    if len(group) == 1:
-        return str(group[0])
-    first, last = group[0], group[-1]
-    span = f"{first.scheduled_for:%Y-%m-%d %H:%M} to {last.scheduled_for:%Y-%m-%d %H:%M} UTC"
-    return f"{first.kind.label}: {first.job_name}, {len(group)} ticks from {span}: {first.detail}"
 
 
 def _safe(url: str) -> str:

@@ -111,11 +111,19 @@ def cron_job_claim_due(*, job: Job, schedule: Schedule, now: datetime) -> tuple[
 
 
 def runs_claim(
-    *, job: Job, plan: list[PlannedTick], trigger: Trigger, now: datetime, subject: str = "", enqueue: bool = True
+    *,
+    job: Job,
+    plan: list[PlannedTick],
+    trigger: Trigger,
+    now: datetime,
+    subject: str = "",
+    enqueue: bool = True,
+    overlap: str = "",
 ) -> list[JobRun]:
     """Insert the planned claims; enqueue the ones won that should run (unless the
-    caller executes them itself). Call inside a transaction: claim and enqueue commit together."""
-    rows = [_claim_row(job.name, subject, planned, trigger, now) for planned in plan]
+    caller executes them itself). Call inside a transaction: claim and enqueue commit
+    together. ``overlap``: the policy the runs follow instead of the job's (a backfill's)."""
+    rows = [(*_claim_row(job.name, subject, planned, trigger, now), overlap) for planned in plan]
     won = sorted(sql.claim_runs(rows), key=lambda run: run.scheduled_for)
     metrics.claims_count(job_name=job.name, won=len(won), attempted=len(rows))
     for run in won:
@@ -129,7 +137,7 @@ def runs_claim(
 def _claim_row(job_name: str, subject: str, planned: PlannedTick, trigger: Trigger, now: datetime) -> tuple[Any, ...]:
     skipped = planned.status == RunStatus.SKIPPED
     enqueued = planned.status == RunStatus.ENQUEUED
-    # Follows sql.CLAIM_COLUMNS.
+    # Follows sql.CLAIM_COLUMNS (the last, overlap, is the caller's).
     return (
         job_name,
         subject,

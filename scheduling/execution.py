@@ -89,14 +89,24 @@ def runs_start(*, job: Job, run_ids: list[int], now: datetime, worker: str) -> l
        rows still enqueued change, so a concurrent duplicate starts nothing.
     """
     with transaction.atomic():
-        if job.overlap != Overlap.ALLOW:
+        governed = _overlap_governs(job=job, run_ids=run_ids)
+        if governed:
             sql.lock_job(job.name)
         pending = list(JobRun.objects.filter(id__in=run_ids, status=RunStatus.ENQUEUED).order_by("id"))
         if not pending:
             return []
-        if job.overlap != Overlap.ALLOW:
+        if governed:
             pending = [run for run in pending if _apply_overlap(job=job, run=run, now=now) == Decision.START]
         return _start(pending=pending, now=now, worker=worker) if pending else []
+
+
+def _overlap_governs(*, job: Job, run_ids: list[int]) -> bool:
+    """Whether starting these runs needs the overlap lock and decision: the job's policy
+    is not ``allow``, or a cron job's run follows another (a backfill's choice). Delayed
+    jobs, never backfilled, are spared the extra read."""
+    if job.overlap != Overlap.ALLOW:
+        return True
+    return job.is_cron and JobRun.objects.filter(id__in=run_ids).exclude(overlap="").exists()
 
 
 def _start(*, pending: list[JobRun], now: datetime, worker: str) -> list[RunContext]:
@@ -132,33 +142,39 @@ def _apply_overlap(*, job: Job, run: JobRun, now: datetime) -> Decision:
     decision = overlap_decide(job=job, run=run, running=running)
     if decision == Decision.SKIP:
         _skip_for_overlap(run=run, running=running, now=now)
-    elif decision == Decision.START and job.overlap == Overlap.REPLACE:
+    elif decision == Decision.START and run.overlap_policy(job.overlap) == Overlap.REPLACE:
         _supersede(older=running, by=run, now=now)
     return decision
 
 
 def overlap_decide(*, job: Job, run: JobRun, running: list[JobRun]) -> Decision:
-    """The overlap policy as a decision, given the job's other running runs."""
-    if not overlap_blockers(job=job, scheduled_for=run.scheduled_for, running=running):
+    """The run's overlap policy (its own, else its job's) as a decision, given the job's
+    other running runs."""
+    policy = run.overlap_policy(job.overlap)
+    if not overlap_blockers(job=job, scheduled_for=run.scheduled_for, running=running, policy=policy):
         return Decision.START
-    return Decision.WAIT if job.overlap == Overlap.QUEUE else Decision.SKIP
+    return Decision.WAIT if policy == Overlap.QUEUE else Decision.SKIP
 
 
-def overlap_blockers(*, job: Job, scheduled_for: datetime, running: list[JobRun]) -> list[JobRun]:
-    """The runs that keep a run of ``job`` at ``scheduled_for`` from starting now.
+def overlap_blockers(
+    *, job: Job, scheduled_for: datetime, running: list[JobRun], policy: Overlap | None = None
+) -> list[JobRun]:
+    """The runs that keep a run of ``job`` at ``scheduled_for`` from starting now, under
+    ``policy`` (default: the job's).
 
     ``queue``: every running run, and every older run still waiting (they go first);
     ``forbid``: every running run; ``replace``: a running run with a later logical time
     (an older one is superseded instead); ``allow``: none.
     """
-    if job.overlap == Overlap.QUEUE:
+    policy = policy or Overlap(job.overlap)
+    if policy == Overlap.QUEUE:
         older_waiting = JobRun.objects.filter(
             job_name=job.name, status=RunStatus.ENQUEUED, scheduled_for__lt=scheduled_for
         ).order_by("scheduled_for", "id")
         return [*running, *older_waiting]
-    if job.overlap == Overlap.REPLACE:
+    if policy == Overlap.REPLACE:
         return [other for other in running if other.scheduled_for > scheduled_for]
-    if job.overlap == Overlap.FORBID:
+    if policy == Overlap.FORBID:
         return running
     return []
 

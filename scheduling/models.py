@@ -128,6 +128,9 @@ class JobRun(models.Model):
     error = models.TextField(blank=True)
     # The handler's summary; Decimal and datetime values are stored as strings.
     result = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    # The overlap policy this run follows instead of its job's (a backfill's choice:
+    # "queue" runs its ticks one after another); blank: the job's.
+    overlap = models.CharField(max_length=16, choices=Overlap.choices, blank=True, default="", db_default="")
 
     class Meta:
         db_table = "job_runs"
@@ -191,6 +194,10 @@ class JobRun(models.Model):
     def __str__(self) -> str:
         subject = f" {self.subject}" if self.subject else ""
         return f"{self.job_name}{subject} @ {self.scheduled_for.isoformat()}"
+
+    def overlap_policy(self, job_overlap: str) -> Overlap:
+        """The overlap policy this run follows: its own if it has one, else its job's."""
+        return Overlap(self.overlap or job_overlap)
 
     @property
     def lateness(self) -> timedelta | None:

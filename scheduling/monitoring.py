@@ -60,6 +60,46 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class ProblemGroup:
+    """Problems alike (one job, one kind, the same detail) as people read them: the 288
+    ticks an outage skipped past their deadline are one line, with their range and count.
+    Machines (``check_runs --json``, the webhook's list) get every problem instead."""
+
+    problems: tuple[Problem, ...]
+
+    @property
+    def first(self) -> Problem:
+        return self.problems[0]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": str(self.first.kind),
+            "job": self.first.job_name,
+            "count": len(self.problems),
+            "first": self.first.scheduled_for.isoformat(),
+            "last": self.problems[-1].scheduled_for.isoformat(),
+            "detail": self.first.detail,
+        }
+
+    def __str__(self) -> str:
+        if len(self.problems) == 1:
+            return str(self.first)
+        first, last = self.first.scheduled_for, self.problems[-1].scheduled_for
+        what = "runs" if any(problem.subject for problem in self.problems) else "ticks"
+        span = f"{len(self.problems)} {what} from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC"
+        return f"{self.first.kind.label}: {self.first.job_name}, {span}: {self.first.detail}"
+
+
+def problems_grouped(problems: Iterable[Problem]) -> list[ProblemGroup]:
+    """``problems`` (oldest first) gathered by job, kind and detail, in order of each
+    group's first problem."""
+    groups: dict[tuple[str, str, str], list[Problem]] = {}
+    for problem in problems:
+        groups.setdefault((problem.job_name, str(problem.kind), problem.detail), []).append(problem)
+    return [ProblemGroup(tuple(group)) for group in groups.values()]
+
+
+@dataclass(frozen=True)
 class CheckWindow:
     """Ticks in (start, horizon] are judged; the newest GRACE seconds are left alone."""
 

@@ -43,6 +43,15 @@ def jobs_overview(*, now: datetime, count: int = 3, recent: int = 1) -> list[Job
     ]
 
 
+def schedule_next_fire(*, schedule: Schedule, now: datetime) -> datetime | None:
+    """The next tick of a stored cron schedule, or None: delayed, or retired (no code
+    declares its job any more, so no scheduler will ever claim that tick)."""
+    if not schedule.cron or not registry.has(schedule.job_name):
+        return None
+    ticks = cron.next_ticks(schedule.cron, schedule.timezone, now, 1)
+    return ticks[0] if ticks else None
+
+
 def job_last_run(*, job_name: str) -> JobRun | None:
     """The run with the latest logical time that has started or been skipped."""
     runs = job_recent_runs(job_name=job_name, count=1)

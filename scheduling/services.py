@@ -206,9 +206,22 @@ def schedule_resume(*, job_name: str, actor: str, now: datetime) -> bool:
     return bool(changed)
 
 
-def runs_backfill(*, job_name: str, start: datetime, end: datetime, actor: str, now: datetime) -> list[JobRun]:
+def runs_backfill(
+    *,
+    job_name: str,
+    start: datetime,
+    end: datetime,
+    actor: str,
+    now: datetime,
+    one_after_another: bool = True,
+) -> list[JobRun]:
     """Claim every tick of a cron job in [start, end] through the normal claim path
-    (trigger ``backfill``); ticks already claimed are left alone. Returns the new runs."""
+    (trigger ``backfill``); ticks already claimed are left alone. Returns the new runs.
+
+    ``one_after_another`` (the default) makes the runs queue: each starts once the one
+    before it (or any run of the job) has finished, oldest first, whatever the job's
+    overlap policy; without it they follow the job's policy as any tick does, so two
+    workers taking two of them at once skip one under ``forbid``."""
     job = registry.get(job_name)
     if not job.is_cron:
         raise SchedulingError(f"job {job_name!r} is a delayed job; only cron jobs can be backfilled")
@@ -221,8 +234,10 @@ def runs_backfill(*, job_name: str, start: datetime, end: datetime, actor: str, 
     schedules_ensure(now=now)
     plan = [PlannedTick(tick, RunStatus.ENQUEUED) for tick in ticks]
     with transaction.atomic():
-        won = runs_claim(job=job, plan=plan, trigger=Trigger.BACKFILL, now=now)
-    logger.info("backfill of %s from %s to %s by %s: %s new runs", job_name, start, end, actor, len(won))
+        overlap = Overlap.QUEUE if one_after_another and job.overlap != Overlap.QUEUE else ""
+        won = runs_claim(job=job, plan=plan, trigger=Trigger.BACKFILL, now=now, overlap=overlap)
+    order = "one after another" if one_after_another else f"under the job's overlap policy ({job.overlap})"
+    logger.info("backfill of %s from %s to %s by %s: %s new runs, %s", job_name, start, end, actor, len(won), order)
     return won
 
 

@@ -44,6 +44,7 @@ CLAIM_COLUMNS = (
     "attempts",
     "worker",
     "error",
+    "overlap",
 )
 
 

@@ -102,15 +102,19 @@ def _fail_one(*, job: Job, run: JobRun, now: datetime, error: str, abandoned: bo
 
 
 def queue_hand_off(*, job: Job, now: datetime) -> None:
-    """For a ``queue`` job, enqueue the oldest waiting run once nothing runs.
+    """Once nothing runs, enqueue the oldest waiting run that queues: any of a ``queue``
+    job, or one that queues by its own choice (a backfill run one after another).
 
     A waiting run's own task found a run in progress and left it ``enqueued``; this
     gives it another task. A duplicate is harmless (the start is conditional).
     """
+    waiting = JobRun.objects.filter(job_name=job.name, status=RunStatus.ENQUEUED)
     if job.overlap != Overlap.QUEUE:
-        return
+        if not job.is_cron:
+            return
+        waiting = waiting.filter(overlap=Overlap.QUEUE)
     if JobRun.objects.filter(job_name=job.name, status=RunStatus.RUNNING).exists():
         return
-    head = JobRun.objects.filter(job_name=job.name, status=RunStatus.ENQUEUED).order_by("scheduled_for", "id").first()
+    head = waiting.order_by("scheduled_for", "id").first()
     if head is not None:
         enqueue_runs(job_name=job.name, run_ids=[head.id])

@@ -19,7 +19,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
 from scheduling import cron
-from scheduling.alerts import alerts_open_count
+from scheduling.alerts import alerts_open_count, alerts_open_groups
 from scheduling.explain import MAX_COUNT, cron_explain
 from scheduling.metrics import CONTENT_TYPE, metrics_render, token_accepted
 from scheduling.selectors import (
@@ -44,7 +44,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
     person, not a reason for a load balancer to take a healthy web server out.
     """
     now = clock.now()
-    database, last_pass, open_problems = _probe()
+    database, last_pass, open_problems, groups = _probe()
     age = None if last_pass is None else round((now - last_pass).total_seconds(), 3)
     max_age = settings.SCHEDULER_HEALTHZ_MAX_AGE_SECONDS
     healthy = database == "ok" and age is not None and age <= max_age
@@ -54,6 +54,8 @@ def healthz(request: HttpRequest) -> JsonResponse:
         "scheduler_last_pass_age_seconds": age,
         "scheduler_max_age_seconds": max_age,
         "open_problems": open_problems,
+        # The same problems alike together (job, kind, count, range of logical times).
+        "open_problem_groups": groups,
     }
     response = JsonResponse(body, status=200 if healthy else 503)
     # Answered ahead of SecurityMiddleware (see scheduling.middleware), so set its header here.
@@ -61,12 +63,13 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return response
 
 
-def _probe() -> tuple[str, datetime | None, int | None]:
+def _probe() -> tuple[str, datetime | None, int | None, list[dict[str, Any]] | None]:
     try:
-        return "ok", scheduler_last_pass_at(), alerts_open_count()
+        open_count = alerts_open_count()
+        return "ok", scheduler_last_pass_at(), open_count, alerts_open_groups() if open_count else []
     except DatabaseError:
         connection.close()  # do not hand a broken connection to the next request
-        return "unreachable", None, None
+        return "unreachable", None, None, None
 
 
 @never_cache

@@ -24,7 +24,7 @@ from datetime import timedelta
 from scheduling.context import RunContext, RunLostError
 from scheduling.models import Overlap
 from scheduling.registry import job
-from simulation.services import probe_charge
+from simulation.services import PROBE_JOB, SETTLEMENT_JOB, probe_charge
 from tiffin import clock
 
 BREAK_VARIABLE = "TIFFIN_SIMULATE_BREAK"
@@ -34,7 +34,7 @@ HEARTBEAT_SECONDS = 15
 SETTLEMENT_TIMEOUT_SECONDS = 20 * HEARTBEAT_SECONDS
 
 
-@job("sim-probe", cron="* * * * *", timeout_seconds=300)
+@job(PROBE_JOB, cron="* * * * *", timeout_seconds=300)
 def sim_probe(ctx: RunContext) -> dict[str, int]:
     if os.environ.get(BREAK_VARIABLE) == "duplicate-charge":
         charged = [probe_charge(ctx=ctx, now=clock.now(), guarded=False) for _ in range(2)]
@@ -44,7 +44,7 @@ def sim_probe(ctx: RunContext) -> dict[str, int]:
 
 
 @job(
-    "sim-settlement",
+    SETTLEMENT_JOB,
     cron="*/10 * * * *",
     overlap=Overlap.QUEUE,
     heartbeat=True,

@@ -28,7 +28,8 @@ from scheduling.models import LIVE_STATUSES, JobRun, RunStatus
 from simulation.processes import Fleet, Process, SimulatedTime, wait_for
 from simulation.report import run_story
 
-# The run a crash or a pause is aimed at (it lasts three minutes of every ten).
+# The job whose run a crash or a pause is aimed at by default (it lasts three minutes of
+# every ten); `simulate --fault-job` names another (the demo's: weekly-payouts).
 TARGET_JOB = "sim-settlement"
 # Real seconds the processes get to boot before the simulated clock reaches the start.
 BOOT_SECONDS = 4.0
@@ -104,6 +105,7 @@ class SimulationPlan:
     orders_per_minute: float = 0.0
     faults: tuple[Fault, ...] = ()
     environment: dict[str, str] = field(default_factory=dict)
+    fault_job: str = TARGET_JOB
 
     @property
     def end(self) -> datetime:
@@ -208,12 +210,13 @@ class Simulation:
         self._record(record)
 
     def _target_run(self) -> JobRun | None:
-        """A running run of TARGET_JOB (waiting up to ten simulated minutes for one), else
-        any running run, else None."""
+        """A running run of the plan's fault job (waiting up to ten simulated minutes for
+        one), else any running run, else None."""
         deadline = time.monotonic() + self.clock.real_seconds(600)
         while time.monotonic() < deadline:
             close_old_connections()
-            run = JobRun.objects.filter(job_name=TARGET_JOB, status=RunStatus.RUNNING).order_by("started_at").first()
+            running = JobRun.objects.filter(job_name=self.plan.fault_job, status=RunStatus.RUNNING)
+            run = running.order_by("started_at").first()
             if run is not None:
                 return run
             time.sleep(0.05)

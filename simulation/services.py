@@ -1,7 +1,9 @@
-"""Writes of the simulation: the probe jobs' charges, and forgetting a previous run."""
+"""Writes of the simulation: the probe jobs' charges, forgetting a previous run, and
+handing a simulated database over to the real clock."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
@@ -9,11 +11,18 @@ from django_q.models import OrmQ
 
 from payouts.models import Payout
 from payouts.services import ledger_wipe
+from scheduling.alerts import alerts_resolve
 from scheduling.context import RunContext
 from scheduling.execution import worker_name
 from scheduling.fencing import fence_check
-from scheduling.models import Fence, JobRun, JobRunEvent, RunAlert, Schedule, SchedulerNode
+from scheduling.models import Fence, JobKind, JobRun, JobRunEvent, RunAlert, Schedule, SchedulerNode
+from scheduling.monitoring import runs_check
 from simulation.models import ProbeCharge, StrategyRun
+
+# The jobs simulation.probe_jobs adds while `simulate` runs; no other code declares them.
+PROBE_JOB = "sim-probe"
+SETTLEMENT_JOB = "sim-settlement"
+PROBE_JOBS = (PROBE_JOB, SETTLEMENT_JOB)
 
 
 def probe_charge(*, ctx: RunContext, now: datetime, guarded: bool, fenced: bool = True) -> bool:
@@ -67,3 +76,49 @@ def simulation_reset() -> None:
         JobRun.objects.all().delete()
         for model in (RunAlert, Fence, Schedule, SchedulerNode, OrmQ):
             model.objects.all().delete()
+
+
+@dataclass(frozen=True)
+class HandOver:
+    """What ``simulation_hand_over`` found and did."""
+
+    simulated_until: datetime | None  # the simulated clock's last scheduler pass
+    now: datetime
+    probe_runs: int
+
+    def line(self) -> str:
+        until = f"{self.simulated_until:%a %d %b %H:%M} UTC" if self.simulated_until else "an unknown time"
+        return (
+            f"The simulated history ends at {until}; the schedules start afresh from now "
+            f"({self.now:%a %d %b %H:%M} UTC), so the time between is not taken for an outage."
+        )
+
+
+def simulation_hand_over(*, now: datetime) -> HandOver | None:
+    """Hand a database a simulation ran on over to servers on the real clock (``make up``
+    after ``make demo``); None when no simulation left anything here (or it was handed
+    over already, or ``--reset`` wiped it).
+
+    1. The simulated servers are gone for good: their scheduler nodes are forgotten.
+    2. The probe jobs' schedules and runs go (no code declares them outside ``simulate``,
+       and nothing would ever finish their runs; a task still queued for one finds no
+       run and does nothing); their charges stay.
+    3. Every cron schedule is registered afresh as of ``now``: the scheduler claims no
+       tick between the simulated past and now (it is not an outage of this deployment:
+       no server of it was meant to run), and the missed-run check expects none.
+    4. The alerts the simulation left open are resolved unless the check, as of ``now``,
+       still finds their problem (``/healthz`` counts the open ones).
+    """
+    if not Schedule.objects.filter(job_name__in=PROBE_JOBS).exists():
+        return None
+    with transaction.atomic():
+        simulated_until = SchedulerNode.objects.order_by("-last_pass_at").values_list("last_pass_at", flat=True).first()
+        SchedulerNode.objects.all().delete()
+        probe_runs = JobRun.objects.filter(job_name__in=PROBE_JOBS)
+        JobRunEvent.objects.filter(run__in=probe_runs).delete()
+        counted = probe_runs.count()
+        probe_runs.delete()
+        Schedule.objects.filter(job_name__in=PROBE_JOBS).delete()
+        Schedule.objects.filter(kind=JobKind.CRON).update(first_seen_at=now)
+        alerts_resolve(current={problem.key for problem in runs_check(now=now)}, now=now)
+    return HandOver(simulated_until=simulated_until, now=now, probe_runs=counted)

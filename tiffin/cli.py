@@ -1,13 +1,15 @@
 """Shared parsing for the commands of every app, in public so no app imports another's
-private module: ISO instants, finite numbers, and --json output. Every command that takes
-an instant or a number parses it here, so each refuses the same bad values with the same
-message."""
+private module: blank values, ISO instants, finite numbers, and --json output. Every
+command derives from ``TiffinCommand`` and parses instants and numbers here, so each
+refuses the same bad values with the same message."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -75,7 +77,49 @@ def parse_now(value: str | None, *, option: str = "--now") -> datetime:
     return instant
 
 
-class JsonCommand(BaseCommand):
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``1 week``, ``3 weeks``: a count with its noun in the right number."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+class TiffinCommand(BaseCommand):
+    """The base of every command here: an option (or argument) given an empty or blank
+    value is refused with exit status 1 before the command does anything, instead of
+    meaning "not given" (``--as-of ""`` from a script's unset variable would pay as of
+    now). One check, in ``execute``, which both the command line and ``call_command``
+    go through; typed options let a blank value through their type so that it reaches
+    the check rather than argparse's own message and exit status 2."""
+
+    _value_options: dict[str, str]
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        self._value_options = {}
+        for action in parser._actions:  # argparse's list of them, which call_command reads too
+            if action.nargs == 0 or action.choices is not None:
+                continue
+            self._value_options[action.dest] = max(action.option_strings, key=len, default=action.dest)
+            if callable(action.type):
+                action.type = _blank_passes(action.type)
+        return parser
+
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        for dest, option in getattr(self, "_value_options", {}).items():
+            value = options.get(dest)
+            if any(isinstance(v, str) and not v.strip() for v in (value if isinstance(value, list) else [value])):
+                raise CommandError(f"{option}: an empty value is not allowed; give a value or leave {option} out")
+        return super().execute(*args, **options)
+
+
+def _blank_passes(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    @functools.wraps(parse, updated=())
+    def parse_unless_blank(value: str) -> Any:
+        return value if not value.strip() else parse(value)
+
+    return parse_unless_blank
+
+
+class JsonCommand(TiffinCommand):
     """A command with a --json flag: ``emit`` prints either JSON or the human text."""
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -8,11 +8,26 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
+
+
+def settings_load_or_exit() -> None:
+    """Load the settings now, at a process's start (``manage.py``, gunicorn's master): a
+    value they refuse stops the process with its message on one line and exit status 1,
+    not a traceback (from every web worker)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tiffin.settings")
+    from django.conf import settings
+
+    try:
+        settings.INSTALLED_APPS  # noqa: B018
+    except ImproperlyConfigured as exc:
+        sys.exit(f"configuration error: {exc}")
+
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}

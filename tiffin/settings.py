@@ -157,8 +157,9 @@ CART_STALE_DAYS = env_int("CART_STALE_DAYS", 7, minimum=1)
 # Rows per transaction of each job's batches (a job passes its own to its service).
 # Carts deleted per clean-up batch.
 CART_CLEANUP_BATCH_SIZE = env_int("CART_CLEANUP_BATCH_SIZE", 5000, minimum=1)
-# Restaurants paid per transaction: large enough that the per-statement overhead
-# vanishes, small enough that one batch holds its locks for well under a second.
+# Restaurants paid per transaction (each batch heartbeats): large enough that the
+# per-statement overhead vanishes, small enough that one batch holds its locks for well
+# under a second. The demo sets 1, so its payout run lasts long enough to crash in.
 PAYOUT_BATCH_SIZE = env_int("PAYOUT_BATCH_SIZE", 2500, minimum=1)
 # Overdue orders the stale-order safety net cancels per transaction.
 ORDER_CANCEL_BATCH_SIZE = env_int("ORDER_CANCEL_BATCH_SIZE", 500, minimum=1)

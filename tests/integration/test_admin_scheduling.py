@@ -180,7 +180,26 @@ def test_backfill_asks_for_a_range_then_claims_each_tick_through_the_claim_path(
     assert done.status_code == 302
     backfilled = JobRun.objects.filter(trigger=Trigger.BACKFILL).order_by("scheduled_for")
     assert [r.scheduled_for.hour for r in backfilled] == [1, 2, 4, 5]
-    assert _log_messages(schedule) == ["Backfilled 2027-03-01 00:30 to 2027-03-01 05:00 UTC: 4 new runs"]
+    assert _log_messages(schedule) == [
+        "Backfilled 2027-03-01 00:30 to 2027-03-01 05:00 UTC: 4 new runs, to run one after another, oldest first "
+        "(each starts once the one before it has finished)"
+    ]
+    assert {r.overlap for r in backfilled} == {"queue"}
+
+
+def test_backfill_under_the_jobs_own_policy_says_what_that_policy_does(operator):
+    schedule = _schedule()
+    form = _act(operator, "backfill", [schedule.pk])
+    assert b"One after another, oldest first" in form.content and b'value="policy"' in form.content
+    done = _act(
+        operator, "backfill", [schedule.pk], apply="1", start="2027-03-01 00:30", end="2027-03-01 02:00", order="policy"
+    )
+    assert done.status_code == 302
+    assert _log_messages(schedule) == [
+        "Backfilled 2027-03-01 00:30 to 2027-03-01 02:00 UTC: 2 new runs, started as workers take them under the "
+        "job's overlap policy, allow: several may run at once"
+    ]
+    assert {r.overlap for r in JobRun.objects.filter(trigger=Trigger.BACKFILL)} == {""}
 
 
 def test_backfill_from_the_dashboard_asks_for_the_range_there_and_returns_there(operator):
@@ -380,3 +399,15 @@ def test_the_dashboard_draws_each_tick_with_its_outcome_late_runs_offset_and_mis
     assert "2027-03-01 07:00 UTC (08:00 CET): missed, never claimed" in svg
     late_x = [float(x) for x in re.findall(r'class="link late" x1="([\d.]+)".*?x2="([\d.]+)"', svg)[0]]
     assert late_x[1] > late_x[0]  # the run is drawn right of its tick
+
+
+def test_a_schedule_no_code_declares_any_more_is_shown_retired_without_a_next_fire_time(viewer):
+    retired = make_job("sim-probe", cron="* * * * *")
+    with registry.replaced(HOURLY, DELAYED, retired):
+        schedules_register(now=NOW)
+    page = viewer.get(reverse("admin:scheduling_schedule_changelist")).content.decode()
+    row = next(line for line in page.split("<tr") if "sim-probe" in line)
+    assert "retired: no code declares it" in row
+    assert "2027-03-01 12:31" not in row  # the next minute, which no scheduler will claim
+    hourly = next(line for line in page.split("<tr") if "hourly-report" in line)
+    assert "2027-03-01 13:00" in hourly

@@ -1,20 +1,27 @@
-"""Bad numbers and instants on any command: refused by the one parser the commands
-share (``tiffin/cli.py``) with a message and nothing written,
-never an OverflowError traceback or a nan carried into the work."""
+"""Bad numbers, instants and blank values on any command: refused by the one parser the
+commands share (``tiffin/cli.py``) with a message, exit status
+1 and nothing written, never an OverflowError traceback, a nan carried into the work, or
+an empty value taken for "not given"."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime
 from io import StringIO
+from pathlib import Path
 
 import pytest
 import time_machine
-from django.core.management import call_command
+from django.core.management import call_command, get_commands, load_command_class
 from django.core.management.base import CommandError
 
 from orders.models import Order
 from payouts.models import Payout
 from scheduling.models import JobRun, Schedule
+from simulation.processes import PROJECT_DIR
+from tiffin.cli import TiffinCommand
 
 NOW = datetime(2027, 3, 22, 12, 0, tzinfo=UTC)
 FAR = [
@@ -82,4 +89,84 @@ def test_a_number_option_that_is_not_finite_is_refused_before_anything_is_writte
         # --option=value, so that argparse does not take "-inf" for an option.
         call_command(*command[:-1], f"{command[-1]}={value}", stdout=StringIO(), stderr=StringIO())
     assert not Order.objects.exists()
+    assert _nothing_written()
+
+
+# Every option of every command that takes a value, a blank one of each kind.
+VALUE_OPTIONS = [
+    ["tick", "--now"],
+    ["check_runs", "--now"],
+    ["run_job", "clean-carts", "--scheduled-for"],
+    ["run_job", "clean-carts", "--sync", "--scheduled-for"],
+    ["run_job"],  # the job's name
+    ["catch_up_payouts", "--as-of"],
+    ["catch_up_payouts", "--dry-run", "--as-of"],
+    ["catch_up_payouts", "--restaurant"],
+    ["explain_cron"],  # the expression
+    ["explain_cron", "30 20 * * 0", "--tz"],
+    ["explain_cron", "30 20 * * 0", "--from"],
+    ["explain_cron", "30 20 * * 0", "--count"],
+    ["seed_demo", "--now"],
+    ["seed_demo", "--restaurants"],
+    ["simulate", "--start"],
+    ["simulate", "--duration"],
+    ["simulate", "--speed"],
+    ["simulate", "--crash-worker"],
+    ["simulate", "--log-dir"],
+    ["simulate_orders", "--minutes"],
+    ["simulate_orders", "--seed"],
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("blank", ["", "  ", "\t"])
+@pytest.mark.parametrize("command", VALUE_OPTIONS, ids=" ".join)
+def test_an_empty_or_blank_value_is_refused_not_taken_for_the_default(restaurant, command, blank):
+    option = command[-1] if command[-1].startswith("--") else {"run_job": "name", "explain_cron": "expr"}[command[0]]
+    with time_machine.travel(NOW, tick=False), pytest.raises(CommandError) as refused:
+        call_command(*command, blank, stdout=StringIO(), stderr=StringIO())
+    assert str(refused.value) == f"{option}: an empty value is not allowed; give a value or leave {option} out"
+    assert _nothing_written()
+    assert not Order.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_keyword_given_empty_to_call_command_is_refused_too():
+    with pytest.raises(CommandError, match="--as-of: an empty value is not allowed"):
+        call_command("catch_up_payouts", as_of="", stdout=StringIO())
+    assert _nothing_written()
+
+
+def test_every_command_of_the_project_refuses_blank_values():
+    ours = [name for name, app in get_commands().items() if not app.startswith("django")]
+    assert {"tick", "catch_up_payouts", "seed_demo", "simulate"} <= set(ours)
+    assert [
+        name for name in ours if not isinstance(load_command_class(get_commands()[name], name), TiffinCommand)
+    ] == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["catch_up_payouts", "--as-of", ""],
+        ["run_job", "clean-carts", "--scheduled-for", " "],
+        ["seed_demo", "--weeks", ""],
+    ],
+)
+def test_on_the_command_line_a_blank_value_exits_1_before_the_database_is_opened(tmp_path: Path, args):
+    database = tmp_path / "untouched.sqlite3"
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{database}", "DEBUG": "1"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith("an empty value is not allowed; give a value or leave " + f"{args[-2]} out")
+    assert not database.exists()
+
+
+@pytest.mark.django_db
+def test_check_runs_refuses_a_now_in_the_future_as_tick_does():
+    with time_machine.travel(NOW, tick=False), pytest.raises(CommandError, match="is in the future"):
+        call_command("check_runs", "--now", "2030-01-01T00:00:00Z", stdout=StringIO())
     assert _nothing_written()

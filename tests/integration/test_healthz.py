@@ -44,6 +44,7 @@ def test_it_is_healthy_while_a_scheduler_passes_and_turns_503_when_it_stops():
         "scheduler_last_pass_age_seconds": 2.0,
         "scheduler_max_age_seconds": MAX_AGE,
         "open_problems": 0,
+        "open_problem_groups": [],
     }
     assert stopped.status_code == 503
     assert stopped.json()["status"] == "unhealthy"
@@ -90,6 +91,15 @@ def test_it_reports_open_problems_without_turning_unhealthy():
         response = _get()
     assert response.status_code == 200
     assert response.json()["open_problems"] == 2
+    assert response.json()["open_problem_groups"] == [
+        {
+            "job": "weekly-payouts",
+            "kind": "dead",
+            "count": 2,
+            "first": "2027-03-01T03:00:00Z",
+            "last": "2027-03-01T04:00:00Z",
+        }
+    ]
 
 
 @override_settings(ALLOWED_HOSTS=["tiffin.example.com"], SECURE_SSL_REDIRECT=True)

@@ -299,3 +299,29 @@ def test_each_run_transition_logs_one_json_line_with_job_logical_time_fence_atte
         "duration_s": 0.0,
         "outcome": "succeeded",
     }
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(ADMINS=ADMINS)
+def test_problems_alike_are_one_log_line_and_one_mail_line_with_their_count_and_range(mailoutbox, caplog):
+    with registry.replaced(HOURLY):
+        schedules_register(now=NOW - timedelta(days=2))
+        with caplog.at_level("ERROR"):
+            problems_alert(problems=runs_check(now=NOW), now=NOW)  # 23 hourly ticks never claimed
+    logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "scheduling.alerts"]
+    assert logged == [
+        {
+            "event": "run_problems",
+            "kind": "never_claimed",
+            "job": "hourly-report",
+            "count": 23,
+            "first": "2027-02-28T13:00:00+00:00",
+            "last": "2027-03-01T11:00:00+00:00",
+            "detail": "no scheduler claimed this tick",
+        }
+    ]
+    assert mailoutbox[0].body == (
+        "Never claimed: hourly-report, 23 ticks from 2027-02-28 13:00 to 2027-03-01 11:00 UTC: "
+        "no scheduler claimed this tick"
+    )
+    assert RunAlert.objects.count() == 23

@@ -8,6 +8,7 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
+import time_machine
 from django.core.management import call_command, execute_from_command_line
 from django.core.management.base import CommandError
 
@@ -47,8 +48,9 @@ def _run(scheduled_for, status=RunStatus.SUCCEEDED, *, job=HOURLY, **fields):
 
 @pytest.fixture
 def clean_history(db):
-    """Every hourly tick of the last two days ran, on time, and succeeded in 30 s."""
-    with registry.replaced(HOURLY):
+    """Every hourly tick of the last two days ran, on time, and succeeded in 30 s; the
+    clock stands at NOW (check_runs refuses a --now in the future, as tick does)."""
+    with registry.replaced(HOURLY), time_machine.travel(NOW, tick=False):
         schedules_register(now=NOW - timedelta(days=2))
         for hours in range(1, 48):
             _run(NOW - timedelta(hours=hours))
@@ -186,3 +188,20 @@ def test_check_runs_exit_status_is_what_a_probe_sees(clean_history):
 def test_check_runs_refuses_a_bad_instant(db):
     with pytest.raises(CommandError, match="--now: 'yesterday' is not an ISO 8601"):
         call_command("check_runs", "--now", "yesterday")
+
+
+def test_check_runs_text_groups_problems_alike_and_its_json_keeps_every_one(clean_history):
+    for hours in range(1, 7):  # six ticks skipped past their deadline, as after an outage
+        _replace_tick(NOW - timedelta(hours=hours), RunStatus.SKIPPED, skip_reason=SkipReason.MISSED_DEADLINE)
+    _dead()
+    code, text = _check_runs()
+    _, as_json = _check_runs("--json")
+    assert code == 1
+    assert text.splitlines() == [
+        "7 problems in 2 groups (ticks from 2027-02-28 12:00 to 2027-03-01 11:55 UTC):",
+        f"  Dead: hourly-report @ 2027-03-01 05:00 UTC (run {JobRun.objects.get(status=RunStatus.DEAD).id}): "
+        "dead after 3 attempts: ValueError: bad row 17",
+        "  Skipped: hourly-report, 6 ticks from 2027-03-01 06:00 to 2027-03-01 11:00 UTC: "
+        "skipped: Later than the misfire deadline",
+    ]
+    assert len(json.loads(as_json)["problems"]) == 7

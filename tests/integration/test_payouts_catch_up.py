@@ -96,9 +96,32 @@ def test_it_can_be_restricted_to_some_restaurants(restaurants):
 @pytest.mark.django_db
 def test_a_dry_run_shows_what_would_be_paid_and_writes_nothing(restaurants):
     out, _ = catch_up("--as-of", AS_OF.isoformat(), "--dry-run")
-    assert "9 payouts would be written (nothing written)" in out
+    assert out.startswith(f"dry run as of {AS_OF.isoformat()}: 9 payouts would be written\n")
+    assert out.rstrip().endswith("nothing written (dry run)")
     assert not Payout.objects.exists()
     assert not JobRun.objects.filter(job_name="weekly-payouts").exists()
+
+
+@pytest.mark.django_db
+def test_a_dry_run_prints_the_lines_the_real_run_then_prints(restaurants):
+    dry, _ = catch_up("--as-of", AS_OF.isoformat(), "--dry-run")
+    real, _ = catch_up("--as-of", AS_OF.isoformat())
+    payout_lines = real.splitlines()[1:]  # after the run's own line
+    assert payout_lines[-1].startswith("  paid 9 payouts (3 restaurants, 3 weeks): gross 33.00")
+    would = [line.replace("  would pay ", "  paid ", 1) for line in dry.splitlines()[1 : len(payout_lines) + 1]]
+    assert would == payout_lines
+    assert "Dosa Darbar" in dry and "restaurant 1" not in dry
+
+
+@pytest.mark.django_db
+def test_counts_of_one_are_singular(restaurants):
+    first = restaurants[0]
+    one_week = (ONBOARDED + timedelta(days=7, hours=1)).isoformat()
+    dry, _ = catch_up("--as-of", one_week, "--restaurant", str(first.pk), "--dry-run")
+    real, _ = catch_up("--as-of", one_week, "--restaurant", str(first.pk))
+    assert "dry run as of" in dry and ": 1 payout would be written" in dry
+    assert "    1 order   gross" in real
+    assert "  paid 1 payout (1 restaurant, 1 week): gross 10.00" in real
 
 
 @pytest.mark.django_db

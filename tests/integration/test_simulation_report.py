@@ -205,6 +205,8 @@ def test_reset_forgets_the_engine_state_and_keeps_the_orders(window: list[dateti
         (["--crash-worker", "3h", "--duration", "2h"], "inside the 2:00:00"),
         (["--kill-scheduler", "--servers", "1"], "at least 2 servers"),
         (["--start", "yesterday"], "not an ISO 8601"),
+        (["--crash-worker", "--fault-job", "cancel-stale-order"], "not a cron job of this project or a probe job"),
+        (["--fault-job", "weekly-payout"], "'weekly-payout': not a cron job"),
     ],
 )
 def test_simulate_refuses_bad_input_before_starting_anything(argv: list[str], message: str) -> None:

@@ -4,9 +4,6 @@ that is stopped, and whose database is dropped, however the scenario ends."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,8 +11,8 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from simulation.processes import PROJECT_DIR
-from tests.scenarios.harness import PostgresServer, Scenario, open_scenario
+from tests.scenarios.cluster import PrivateScenario, throwaway_cluster
+from tests.scenarios.harness import PostgresServer, Scenario, migrated_template, open_scenario
 
 
 @pytest.fixture(scope="session")
@@ -31,23 +28,8 @@ def pg_server() -> PostgresServer:
 @pytest.fixture(scope="session")
 def scenario_template(pg_server: PostgresServer) -> Iterator[str]:
     """A database migrated once; every scenario starts from a copy of it."""
-    name = f"tiffin_scn_template_{os.getpid()}"
-    pg_server.create_database(name)
-    try:
-        env = {**os.environ, "DATABASE_URL": pg_server.url(name)}
-        migrate = subprocess.run(
-            [sys.executable, str(PROJECT_DIR / "manage.py"), "migrate", "--noinput", "--verbosity", "0"],
-            env=env,
-            cwd=PROJECT_DIR,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert migrate.returncode == 0, migrate.stderr
+    with migrated_template(pg_server) as name:
         yield name
-    finally:
-        pg_server.drop_database(name)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -67,8 +49,26 @@ def scenario(
 ) -> Iterator[Scenario]:
     """A fresh database and an empty fleet (see ``open_scenario``); the logs' tails are
     printed when the scenario's assertions failed."""
+    yield from _scenario_on(request, pg_server, scenario_template, tmp_path)
+
+
+@pytest.fixture
+def private_scenario(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PrivateScenario]:
+    """A scenario on a PostgreSQL server of its own (``tests/scenarios/cluster.py``), for
+    the one that restarts its server: the cluster, its template and the scenario's
+    database are all gone afterwards, and the machine's server is never touched."""
+    with throwaway_cluster() as cluster, migrated_template(cluster.server) as template:
+        for scenario in _scenario_on(request, cluster.server, template, tmp_path):
+            yield PrivateScenario(scenario=scenario, cluster=cluster)
+            if request.node.stash.get(_CALL_FAILED, False):
+                print(f"===== private PostgreSQL\n{cluster.log_tail()}")
+
+
+def _scenario_on(
+    request: pytest.FixtureRequest, server: PostgresServer, template: str, tmp_path: Path
+) -> Iterator[Scenario]:
     with open_scenario(
-        server=pg_server, template=scenario_template, label=request.node.name, log_dir=tmp_path / "logs"
+        server=server, template=template, label=request.node.name, log_dir=tmp_path / "logs"
     ) as scenario:
         yield scenario
         if request.node.stash.get(_CALL_FAILED, False):

@@ -293,6 +293,28 @@ def charges_per_tick(db: ScenarioDatabase, job_name: str) -> dict[datetime, int]
 
 
 @contextmanager
+def migrated_template(server: PostgresServer) -> Iterator[str]:
+    """A database on ``server`` migrated once (its name, pid-suffixed), dropped afterwards;
+    scenarios clone it."""
+    name = f"tiffin_scn_template_{os.getpid()}"
+    server.create_database(name)
+    try:
+        migrate = subprocess.run(
+            [sys.executable, str(PROJECT_DIR / "manage.py"), "migrate", "--noinput", "--verbosity", "0"],
+            env={**os.environ, "DATABASE_URL": server.url(name)},
+            cwd=PROJECT_DIR,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert migrate.returncode == 0, migrate.stderr
+        yield name
+    finally:
+        server.drop_database(name)
+
+
+@contextmanager
 def open_scenario(*, server: PostgresServer, template: str, label: str, log_dir: Path) -> Iterator[Scenario]:
     """A fresh database cloned from ``template`` and an empty fleet. However the block
     ends, every process is stopped (SIGTERM, then SIGKILL to its group) and the database

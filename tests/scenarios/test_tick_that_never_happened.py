@@ -121,7 +121,9 @@ def _assert_deadline_ticks_skipped(scenario: Scenario, *, after: datetime) -> No
 def _assert_check_runs_reports_the_skips(scenario: Scenario) -> None:
     # As of the schedulers' last pass: later ticks were never claimed because nothing ran.
     last_pass = scenario.db.scalar("SELECT max(last_pass_at) FROM job_scheduler_nodes")
-    done = scenario.manage("check_runs", "--json", "--now", last_pass.isoformat())
+    # The command's clock stands there too (it refuses a --now in its future).
+    clock = SimulatedTime.starting(last_pass, speed=1.0)
+    done = scenario.manage("check_runs", "--json", "--now", last_pass.isoformat(), clock=clock)
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
     kinds = {(problem["kind"], problem["job"]) for problem in report["problems"]}

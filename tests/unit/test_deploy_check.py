@@ -18,11 +18,13 @@ PRODUCTION = {
 
 
 def _manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return _run([sys.executable, "manage.py", *args], **env)
+
+
+def _run(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     # Not the suite's settings module (tests.settings, which supplies a key): the project's.
     clean = {k: v for k, v in os.environ.items() if k not in PRODUCTION and k != "DJANGO_SETTINGS_MODULE"}
-    return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=60
-    )
+    return subprocess.run(argv, cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=60)
 
 
 def test_check_deploy_reports_no_problems_with_production_settings():
@@ -56,3 +58,15 @@ def test_a_malformed_boolean_stops_the_process_with_its_name():
     result = _manage("check", **{**PRODUCTION, "DEBUG": "maybe"})
     assert result.returncode != 0
     assert "DEBUG='maybe' is not a boolean" in result.stderr
+
+
+def test_a_malformed_number_stops_manage_py_and_gunicorn_with_one_line_and_exit_1():
+    bad = {**PRODUCTION, "ORDER_ACCEPT_TIMEOUT_SECONDS": "abc"}
+    message = "configuration error: ORDER_ACCEPT_TIMEOUT_SECONDS='abc' is not an integer"
+    managed = _manage("check_runs", **bad)
+    assert (managed.returncode, managed.stderr.strip()) == (1, message)
+    gunicorn = [sys.executable, "-m", "gunicorn", "tiffin.wsgi", "--config", "deploy/gunicorn.conf.py"]
+    web = _run(gunicorn, **bad, PORT="0")
+    assert web.returncode == 1
+    assert message in web.stderr.splitlines()
+    assert "Traceback" not in web.stderr

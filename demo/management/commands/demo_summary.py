@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from demo.selectors import DemoSummary, demo_summary_get
 from orders.selectors import order_cancellations_overview
@@ -15,13 +15,14 @@ from payouts.selectors import WeekRow, payout_weeks_table
 from scheduling.models import JobRun
 from scheduling.selectors import job_last_run
 from tiffin import clock
+from tiffin.cli import TiffinCommand
 
 # The jobs whose latest run the summary shows, and the local weeks of the payout table.
 JOBS = ("weekly-payouts", "clean-carts", "cancel-stale-orders")
 WEEKS_SHOWN = 7
 
 
-class Command(BaseCommand):
+class Command(TiffinCommand):
     help = "Summarise restaurants, orders, carts and payouts in the database."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -20,14 +20,14 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import connection, transaction
 
 from carts.models import Cart, CartItem
 from orders.models import Order, OrderStatus, Restaurant
 from payouts.services import ledger_wipe
 from tiffin import clock
-from tiffin.cli import parse_instant
+from tiffin.cli import TiffinCommand, parse_instant
 
 ZONES = ("Asia/Kolkata", "Europe/London", "America/New_York")
 NAMES = {
@@ -92,7 +92,7 @@ class SeedResult:
         )
 
 
-class Command(BaseCommand):
+class Command(TiffinCommand):
     help = (
         "Fill an empty database with deterministic demo restaurants, orders and carts. "
         "--reset first deletes orders, payouts, restaurants and carts (job_runs are left alone)."

@@ -21,26 +21,31 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
 
+from orders.models import Restaurant
+from orders.selectors import restaurants_by_id
 from payouts.errors import PayoutError
-from payouts.models import PAYOUT_JOB
-from payouts.selectors import PayoutTotals, payout_orders_waiting, payout_totals, payouts_of_run, payouts_preview
+from payouts.models import PAYOUT_JOB, Payout
+from payouts.selectors import payout_orders_waiting, payouts_of_run, payouts_preview
 from payouts.services import (
     BatchProgress,
     payout_catch_up_check,
     payout_catch_up_execute,
     payout_subject,
 )
+from payouts.sql import DuePayout
 from scheduling.execution import worker_name
 from scheduling.models import JobRun, RunStatus
 from scheduling.selectors import RunState
 from scheduling.services import RunCannotStartError
 from tiffin import clock
-from tiffin.cli import JsonCommand, parse_instant
+from tiffin.cli import JsonCommand, counted, parse_instant
 
 # The progress display appears only once a catch-up has taken this long.
 PROGRESS_AFTER_SECONDS = 0.5
@@ -95,49 +100,43 @@ class Command(JsonCommand):
         raise CommandError(f"paid nothing: {exc}") from None
 
     def _dry_run(self, options: dict[str, Any], *, as_of: Any, restaurants: list[int] | None, now: Any) -> None:
+        """What the real run would print (the same lines, names not ids), then the
+        delivered orders still waiting for their payout; nothing is written."""
         try:
             payout_catch_up_check(as_of=as_of, restaurant_ids=restaurants, now=now)
         except PayoutError as exc:
             raise CommandError(str(exc)) from None
         due = payouts_preview(as_of=as_of, restaurant_ids=restaurants)
-        rows = [
-            {
-                "restaurant": d.restaurant_id,
-                "week_start_local": d.week_start_local.isoformat(),
-                "period_start": d.period_start.isoformat(),
-                "period_end": d.period_end.isoformat(),
-                "order_count": d.order_count,
-                "gross": str(d.gross),
-                "commission": str(d.commission),
-                "net": str(d.net),
-            }
-            for d in due
-        ]
-        waiting = [
+        waiting = payout_orders_waiting(restaurant_ids=restaurants)
+        named = restaurants_by_id(restaurant_ids=[d.restaurant_id for d in due] + [w.restaurant_id for w in waiting])
+        lines = sorted((_PayoutLine.of(d, named[d.restaurant_id]) for d in due), key=_PayoutLine.order)
+        waiting_rows = [
             {
                 "restaurant": w.restaurant_id,
+                "restaurant_name": named[w.restaurant_id].name,
                 "paid_through": w.paid_through.isoformat() if w.paid_through else None,
                 "orders": w.order_count,
                 "gross": str(w.gross),
             }
-            for w in payout_orders_waiting(restaurant_ids=restaurants)
-        ]
-        data = {"dry_run": True, "as_of": as_of.isoformat(), "would_pay": rows, "waiting": waiting}
-        lines = [f"dry run as of {as_of.isoformat()}: {len(rows)} payouts would be written (nothing written)"]
-        lines += [
-            f"  week of {r['week_start_local']}  restaurant {r['restaurant']:>6}  {r['order_count']:>5} orders  "
-            f"gross {r['gross']:>12}  commission {r['commission']:>10}  net {r['net']:>12}"
-            for r in rows
-        ]
-        lines.append(
-            f"delivered orders waiting for their payout (after the last one's end): {len(waiting)} restaurants"
-        )
-        lines += [
-            f"  restaurant {w['restaurant']:>6}  paid through {w['paid_through'] or 'never paid':<25}  "
-            f"{w['orders']:>5} orders  gross {w['gross']:>12}"
             for w in waiting
         ]
-        self.emit(options, data, "\n".join(lines))
+        data = {
+            "dry_run": True,
+            "as_of": as_of.isoformat(),
+            "would_pay": [line.as_dict() for line in lines],
+            "waiting": waiting_rows,
+        }
+        text = [f"dry run as of {as_of.isoformat()}: {counted(len(lines), 'payout')} would be written"]
+        text += _payout_lines(lines, paid="would pay")
+        text.append(f"delivered orders waiting for their payout: {counted(len(waiting), 'restaurant')}")
+        text += [
+            f"    {named[w.restaurant_id].name[:28]:<28} paid through "
+            f"{w.paid_through.isoformat() if w.paid_through else 'never paid':<25}  "
+            f"{_orders(w.order_count)}  gross {w.gross:>12}"
+            for w in waiting
+        ]
+        text.append("nothing written (dry run)")
+        self.emit(options, data, "\n".join(text))
 
     def _already_claimed(self, options: dict[str, Any], *, as_of: datetime, subject: str, now: datetime) -> None:
         """The same catch-up again: a no-op once it succeeded (exit 0); otherwise the
@@ -155,8 +154,7 @@ class Command(JsonCommand):
         raise CommandError(f"{what} as run {existing.id if existing else '?'}, which is {state}; paid nothing")
 
     def _report(self, options: dict[str, Any], run: JobRun) -> None:
-        payouts = list(payouts_of_run(run_id=run.id))
-        totals = payout_totals(payouts=payouts_of_run(run_id=run.id))
+        lines = [_PayoutLine.of(p, p.restaurant) for p in payouts_of_run(run_id=run.id)]
         data = {
             "run": run.id,
             "as_of": run.scheduled_for.isoformat(),
@@ -165,51 +163,84 @@ class Command(JsonCommand):
             "fence": run.fence,
             "result": run.result,
             "error": run.error,
-            "payouts": [_payout_dict(p) for p in payouts],
+            "payouts": [line.as_dict() for line in lines],
         }
-        self.emit(options, data, "\n".join(_report_lines(run, payouts, totals)))
+        head = f"{PAYOUT_JOB} as of {run.scheduled_for.isoformat()}" + (f" ({run.subject})" if run.subject else "")
+        text = [f"{head}: run {run.id}, fence {run.fence}, {run.status}", *_payout_lines(lines, paid="paid")]
+        self.emit(options, data, "\n".join(text))
         if run.status != RunStatus.SUCCEEDED:
             raise CommandError(f"run {run.id} ended {run.status}: {_last_line(run.error)}")
 
 
-def _payout_dict(payout: Any) -> dict[str, Any]:
-    return {
-        "restaurant": payout.restaurant_id,
-        "restaurant_name": payout.restaurant.name,
-        "timezone": payout.restaurant.timezone,
-        "week_start_local": payout.week_start_local.isoformat(),
-        "period_start": payout.period_start.isoformat(),
-        "period_end": payout.period_end.isoformat(),
-        "order_count": payout.order_count,
-        "gross": str(payout.gross),
-        "commission": str(payout.commission),
-        "net": str(payout.net),
-    }
+@dataclass(frozen=True)
+class _PayoutLine:
+    """One payout as the command shows it, written (a Payout) or due (a dry run's preview)."""
 
+    restaurant: Restaurant
+    week_start_local: date
+    period_start: datetime
+    period_end: datetime
+    order_count: int
+    gross: Decimal
+    commission: Decimal
+    net: Decimal
 
-def _report_lines(run: JobRun, payouts: list[Any], totals: PayoutTotals) -> list[str]:
-    head = f"{PAYOUT_JOB} as of {run.scheduled_for.isoformat()}"
-    if run.subject:
-        head += f" ({run.subject})"
-    lines = [f"{head}: run {run.id}, fence {run.fence}, {run.status}"]
-    week = None
-    for payout in payouts:
-        if payout.week_start_local != week:
-            week = payout.week_start_local
-            lines.append(f"  week of {week.isoformat()} (local Monday)")
-        lines.append(
-            f"    {payout.restaurant.name[:28]:<28} {payout.restaurant.timezone:<20} {payout.order_count:>5} orders  "
-            f"gross {payout.gross:>12}  commission {payout.commission:>10}  net {payout.net:>12}"
+    @classmethod
+    def of(cls, row: Payout | DuePayout, restaurant: Restaurant) -> _PayoutLine:
+        return cls(
+            restaurant,
+            *(row.week_start_local, row.period_start, row.period_end, row.order_count),
+            *(row.gross, row.commission, row.net),
         )
-    weeks = len({p.week_start_local for p in payouts})
-    restaurants = len({p.restaurant_id for p in payouts})
-    lines.append(
-        f"  paid {totals.count} payouts ({restaurants} restaurants, {weeks} weeks): gross {totals.gross}, "
-        f"commission {totals.commission}, net {totals.net}"
-        if totals.count
-        else "  paid nothing: every finished week was already paid"
+
+    def order(self) -> tuple[date, str, int]:
+        """The real run's order (``payouts_of_run``): by week, then restaurant name."""
+        return (self.week_start_local, self.restaurant.name, self.restaurant.pk)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "restaurant": self.restaurant.pk,
+            "restaurant_name": self.restaurant.name,
+            "timezone": self.restaurant.timezone,
+            "week_start_local": self.week_start_local.isoformat(),
+            "period_start": self.period_start.isoformat(),
+            "period_end": self.period_end.isoformat(),
+            "order_count": self.order_count,
+            "gross": str(self.gross),
+            "commission": str(self.commission),
+            "net": str(self.net),
+        }
+
+
+def _payout_lines(lines: list[_PayoutLine], *, paid: str) -> list[str]:
+    """The payouts grouped by local week, one line each, then what they add up to."""
+    if not lines:
+        return [f"  {paid} nothing: every finished week was already paid"]
+    text = []
+    week = None
+    for line in lines:
+        if line.week_start_local != week:
+            week = line.week_start_local
+            text.append(f"  week of {week.isoformat()} (local Monday)")
+        text.append(
+            f"    {line.restaurant.name[:28]:<28} {line.restaurant.timezone:<20} {_orders(line.order_count)}  "
+            f"gross {line.gross:>12}  commission {line.commission:>10}  net {line.net:>12}"
+        )
+    weeks = counted(len({line.week_start_local for line in lines}), "week")
+    restaurants = counted(len({line.restaurant.pk for line in lines}), "restaurant")
+    gross, commission, net = (sum((getattr(line, money) for line in lines), Decimal("0.00")) for money in MONEY)
+    text.append(
+        f"  {paid} {counted(len(lines), 'payout')} ({restaurants}, {weeks}): gross {gross}, "
+        f"commission {commission}, net {net}"
     )
-    return lines
+    return text
+
+
+MONEY = ("gross", "commission", "net")
+
+
+def _orders(count: int) -> str:
+    return f"{count:>5} {'order ' if count == 1 else 'orders'}"
 
 
 def _last_line(text: str) -> str:

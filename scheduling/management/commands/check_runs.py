@@ -5,9 +5,8 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from scheduling.alerts import problems_alert
-from scheduling.monitoring import CheckWindow, Problem, runs_check
-from tiffin import clock
-from tiffin.cli import JsonCommand, parse_instant
+from scheduling.monitoring import CheckWindow, Problem, problems_grouped, runs_check
+from tiffin.cli import JsonCommand, counted, parse_now
 
 
 class Command(JsonCommand):
@@ -27,7 +26,7 @@ class Command(JsonCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        now = parse_instant(options["now"], option="--now") if options["now"] else clock.now()
+        now = parse_now(options["now"])
         problems = runs_check(now=now)
         if options["alert"]:
             problems_alert(problems=problems, now=now)
@@ -45,7 +44,10 @@ class Command(JsonCommand):
 
 
 def _text(window: CheckWindow, problems: list[Problem]) -> str:
+    """Problems alike on one line each (job, kind, range of logical times, count); --json has every one."""
     span = f"ticks from {window.start:%Y-%m-%d %H:%M} to {window.horizon:%Y-%m-%d %H:%M} UTC"
     if not problems:
         return f"OK: no problems ({span}, and every run in flight)"
-    return "\n".join([f"{len(problems)} problems ({span}):", *(f"  {problem}" for problem in problems)])
+    groups = problems_grouped(problems)
+    head = f"{counted(len(problems), 'problem')}" + (f" in {len(groups)} groups" if len(groups) < len(problems) else "")
+    return "\n".join([f"{head} ({span}):", *(f"  {group}" for group in groups)])

@@ -5,13 +5,12 @@ import threading
 from types import FrameType
 from typing import Any
 
-from django.core.management.base import BaseCommand
-
 from scheduling.execution import worker_name
 from scheduling.loop import SchedulerLoop
+from tiffin.cli import TiffinCommand
 
 
-class Command(BaseCommand):
+class Command(TiffinCommand):
     help = (
         "Run the scheduler loop: sleep to the next computed instant (next cron tick or due run), "
         "claim and enqueue, repeat. Run one per server; stops cleanly on SIGTERM or Ctrl-C."

@@ -7,17 +7,18 @@ from types import FrameType
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 from django.db import connections
 
 from scheduling.execution import worker_name
 from scheduling.loop import SchedulerLoop
 from scheduling.metrics import metrics_serve
+from tiffin.cli import TiffinCommand
 
 logger = logging.getLogger("scheduling.worker")
 
 
-class Command(BaseCommand):
+class Command(TiffinCommand):
     help = (
         "The one process each server runs besides the web server: a django-q2 cluster that "
         "executes runs, plus the scheduler loop. Stops both cleanly on SIGTERM or Ctrl-C."

@@ -10,17 +10,26 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import connection
 
+from scheduling.registry import registry
 from simulation.chaos import ChaosRecord, ChaosSchedule, ChaosSimulation, chaos_schedule
 from simulation.report import JobTicks, SimulationReport, simulation_report
-from simulation.runner import Fault, FaultKind, Simulation, SimulationOutcome, SimulationPlan, parse_duration
-from simulation.services import simulation_reset, simulation_state_counts
+from simulation.runner import (
+    TARGET_JOB,
+    Fault,
+    FaultKind,
+    Simulation,
+    SimulationOutcome,
+    SimulationPlan,
+    parse_duration,
+)
+from simulation.services import PROBE_JOBS, simulation_reset, simulation_state_counts
 from simulation.strategy_command import strategy_command
 from simulation.strategy_runner import add_strategy_arguments, strategy_requested
 from tiffin import clock
-from tiffin.cli import parse_finite, parse_instant
+from tiffin.cli import TiffinCommand, parse_finite, parse_instant
 
 # Above this, a job's 600 s timeout lasts under a real second and busy machines lose runs.
 MAX_SPEED = 600.0
@@ -32,7 +41,7 @@ DEFAULT_LASTING = {
 }
 
 
-class Command(BaseCommand):
+class Command(TiffinCommand):
     help = (
         "Run N servers (each a scheduler loop and a django-q2 worker process) plus order traffic against "
         "the configured database on an accelerated clock, inject faults, then print what happened: ticks "
@@ -53,15 +62,23 @@ class Command(BaseCommand):
             "--orders-per-minute", type=parse_finite, default=6.0, help="order traffic (default 6; 0: none)"
         )
         for kind, metavar, help_text in (
-            (FaultKind.CRASH_WORKER, "AT[:FOR]", "SIGKILL the worker running a settlement at AT, restart it FOR later"),
-            (FaultKind.PAUSE_WORKER, "AT[:FOR]", "SIGSTOP the worker running a settlement at AT, SIGCONT it FOR later"),
+            (
+                FaultKind.CRASH_WORKER,
+                "AT[:FOR]",
+                "SIGKILL the worker running the fault job at AT, restart it FOR later",
+            ),
+            (
+                FaultKind.PAUSE_WORKER,
+                "AT[:FOR]",
+                "SIGSTOP the worker running the fault job at AT, SIGCONT it FOR later",
+            ),
             (FaultKind.KILL_SCHEDULER, "AT", "SIGKILL server 1's scheduler at AT, for good"),
         ):
             default = f"{DEFAULT_FAULT_AT[kind] * 100:.0f}%% of the duration"  # argparse formats help with %
             if DEFAULT_LASTING[kind]:
                 default += f", FOR {DEFAULT_LASTING[kind].total_seconds() / 60:g}m"
             parser.add_argument(
-                f"--{kind}", nargs="?", const="", metavar=metavar, help=f"{help_text} (default AT {default})"
+                f"--{kind}", nargs="?", const=True, metavar=metavar, help=f"{help_text} (default AT {default})"
             )
         parser.add_argument(
             "--chaos",
@@ -69,6 +86,12 @@ class Command(BaseCommand):
             metavar="SEED",
             help="instead of the faults above, a schedule of random faults drawn from SEED (printed first; "
             "the same seed replays it): kills, pauses, dropped connections, clock skew, servers joining and leaving",
+        )
+        parser.add_argument(
+            "--fault-job",
+            default=TARGET_JOB,
+            metavar="JOB",
+            help=f"the job whose running run a crash or a pause hits (default {TARGET_JOB}; the demo: weekly-payouts)",
         )
         parser.add_argument("--reset", action="store_true", help="first forget job runs, schedules and payouts")
         parser.add_argument("--log-dir", help="keep each process's log here (default: a temporary directory)")
@@ -123,6 +146,8 @@ def _plan(options: dict[str, Any]) -> SimulationPlan:
     except ValueError as error:
         raise CommandError(str(error)) from None
     _check_numbers(options, duration, faults)
+    if options["fault_job"] not in {job.name for job in registry.cron_jobs()} | set(PROBE_JOBS):
+        raise CommandError(f"--fault-job {options['fault_job']!r}: not a cron job of this project or a probe job")
     return SimulationPlan(
         servers=options["servers"],
         workers=options["workers"],
@@ -132,6 +157,7 @@ def _plan(options: dict[str, Any]) -> SimulationPlan:
         skew=options["skew"],
         orders_per_minute=options["orders_per_minute"],
         faults=faults,
+        fault_job=options["fault_job"],
         environment={"SCHEDULING_EXTRA_JOB_MODULES": "simulation.probe_jobs", **_PROCESS_ENVIRONMENT},
     )
 
@@ -166,7 +192,7 @@ def _faults(options: dict[str, Any], duration: timedelta) -> list[Fault]:
         text = options[kind.replace("-", "_")]
         if text is None:
             continue
-        if not text:
+        if text is True:  # the option alone: the default instant
             text = f"{duration.total_seconds() * DEFAULT_FAULT_AT[kind]:.0f}s"
         fault = Fault.parse(kind, text, default_lasting=DEFAULT_LASTING[kind])
         if not timedelta(0) < fault.at < duration:

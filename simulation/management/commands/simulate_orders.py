@@ -8,14 +8,14 @@ from datetime import timedelta
 from types import FrameType
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from simulation.traffic import OrderTraffic, TrafficPlan
 from tiffin import clock
-from tiffin.cli import parse_finite
+from tiffin.cli import TiffinCommand, parse_finite
 
 
-class Command(BaseCommand):
+class Command(TiffinCommand):
     help = (
         "Place orders at a sustained rate and let restaurants accept or reject most of them within "
         "their time to answer (the rest are left for the stale-order cancellation). Runs for --minutes "

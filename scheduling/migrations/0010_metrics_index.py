@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("scheduling", "0008_prune_history_index"),
+        ("scheduling", "0009_jobrun_overlap"),
     ]
 
     operations = [

@@ -1,0 +1,194 @@
+"""A throwaway PostgreSQL server for the one scenario that restarts its server.
+
+The machine's server is shared (other databases, other people's tests), so restarting it
+is never an option. Instead:
+
+1. ``initdb`` a new cluster into a temporary directory (trust auth, superuser
+   ``postgres``). initdb and the server refuse to run as root, so as root the directory
+   and the processes belong to the ``postgres`` user.
+2. Start ``postgres`` on a free local port, in its own process group, with its socket
+   in that directory (nothing is written where the machine's server lives).
+3. ``restart()`` is a fast shutdown (every connection cut, as a failover or crash
+   does) and a start on the same port and data.
+4. However the block ends, the server is stopped (SIGINT, then SIGKILL to its process
+   group) and the directory removed.
+
+When the binaries are missing the scenario skips with the reason, except under
+``CI=true``, where it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypedDict
+
+import pytest
+
+from tests.scenarios.harness import PostgresServer, Scenario
+
+SUPERUSER = "postgres"
+# Small and quick: the scenario needs a few connections, never durability.
+SERVER_SETTINGS = {
+    "listen_addresses": "127.0.0.1",
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "shared_buffers": "32MB",
+    "max_connections": "50",
+}
+
+
+def postgres_bindir() -> Path:
+    """The newest ``/usr/lib/postgresql/<version>/bin`` with initdb and postgres (or the
+    directory of ``initdb`` on PATH); skips, or fails under CI=true, when there is none."""
+    found = sorted(
+        (p.parent for p in Path("/usr/lib/postgresql").glob("*/bin/initdb") if (p.parent / "postgres").exists()),
+        key=lambda bindir: [int(part) for part in re.findall(r"\d+", bindir.parent.name)],
+    )
+    on_path = shutil.which("initdb")
+    if found:
+        return found[-1]
+    if on_path and (Path(on_path).parent / "postgres").exists():
+        return Path(on_path).parent
+    message = "the restart scenario needs PostgreSQL's server binaries (initdb, postgres): apt-get install postgresql"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class _Owner(TypedDict):
+    user: int | None
+    group: int | None
+    extra_groups: list[int] | None
+
+
+def _as_owner() -> _Owner:
+    """Popen's identity for the cluster's processes: the postgres user when we are root
+    (initdb and postgres refuse root), else ourselves."""
+    if os.geteuid() != 0:
+        return {"user": None, "group": None, "extra_groups": None}
+    owner = pwd.getpwnam(SUPERUSER)
+    return {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
+
+
+@dataclass
+class ThrowawayCluster:
+    bindir: Path
+    directory: Path
+    port: int = field(default_factory=_free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def data(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "server.log"
+
+    @property
+    def server(self) -> PostgresServer:
+        return PostgresServer(host="127.0.0.1", port=self.port, user=SUPERUSER, password="")
+
+    def init(self) -> None:
+        if os.geteuid() == 0:
+            owner = pwd.getpwnam(SUPERUSER)
+            os.chown(self.directory, owner.pw_uid, owner.pw_gid)
+        done = subprocess.run(
+            [
+                str(self.bindir / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                SUPERUSER,
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            **_as_owner(),
+        )
+        assert done.returncode == 0, f"initdb failed:\n{done.stdout}\n{done.stderr}"
+
+    def start(self) -> None:
+        settings = {**SERVER_SETTINGS, "port": str(self.port), "unix_socket_directories": str(self.directory)}
+        options = [arg for key, value in settings.items() for arg in ("-c", f"{key}={value}")]
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [str(self.bindir / "postgres"), "-D", str(self.data), *options],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, stopped as one
+                **_as_owner(),
+            )
+        self.server.wait_ready(timeout=60)
+
+    def stop(self, *, grace: float = 30) -> None:
+        """Fast shutdown (SIGINT to the postmaster); the group is SIGKILLed if it lingers."""
+        if self.process is None:
+            return
+        with suppress(ProcessLookupError):
+            os.kill(self.process.pid, signal.SIGINT)
+        with suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=grace)
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=grace)
+        self.process = None
+
+    def restart(self) -> None:
+        """What a failover or a crash does to clients: every connection is cut, and the
+        server comes back at the same address with the same data."""
+        self.stop()
+        self.start()
+
+    def log_tail(self, lines: int = 25) -> str:
+        with suppress(FileNotFoundError):
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+
+@dataclass
+class PrivateScenario:
+    """A scenario whose database lives on a throwaway cluster (the ``private_scenario`` fixture)."""
+
+    scenario: Scenario
+    cluster: ThrowawayCluster
+
+
+@contextmanager
+def throwaway_cluster() -> Iterator[ThrowawayCluster]:
+    """A running private cluster (see the module docstring); stopped and removed afterwards."""
+    cluster = ThrowawayCluster(bindir=postgres_bindir(), directory=Path(tempfile.mkdtemp(prefix="tiffin-pg-")))
+    try:
+        cluster.init()
+        cluster.start()
+        yield cluster
+    except BaseException:
+        print(f"===== private PostgreSQL ({cluster.log_path})\n{cluster.log_tail()}")
+        raise
+    finally:
+        cluster.stop()
+        shutil.rmtree(cluster.directory, ignore_errors=True)

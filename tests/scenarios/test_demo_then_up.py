@@ -1,0 +1,56 @@
+"""``make up`` after ``make demo`` is calm: the demo's steps (seed, then a short
+``simulate`` on last Sunday's evening), then what ``make up`` does before it serves
+(``end_simulation``) and one scheduler pass at the real present. No alert is raised,
+``check_runs`` exits 0, and no job that no code declares keeps a schedule that would
+show a next fire time."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from scheduling.registry import registry
+from tests.scenarios.harness import Scenario
+
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
+
+
+def _last_sunday_evening() -> datetime:
+    """The demo's start, as the Makefile computes it: 20:00 UTC on the Sunday before today."""
+    today = datetime.now(UTC)
+    return (today - timedelta(days=today.weekday() + 1)).replace(hour=20, minute=0, second=0, microsecond=0)
+
+
+def _ok(done: subprocess.CompletedProcess[str]) -> None:
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+
+
+def test_after_the_demo_a_pass_at_the_real_present_raises_no_alert(scenario: Scenario) -> None:
+    start = _last_sunday_evening().isoformat()
+    _ok(scenario.manage("seed_demo", "--reset", "--now", start, "--restaurants", "4", "--weeks", "2"))
+    simulated = scenario.manage(
+        *("simulate", "--reset", "--start", start, "--duration", "40m", "--speed", "120"),
+        *("--servers", "2", "--workers", "1", "--orders-per-minute", "2"),
+    )
+    _ok(simulated)
+    assert scenario.db.scalar("SELECT count(*) FROM job_schedules WHERE job_name LIKE 'sim-%%'") == 2
+
+    handed_over = scenario.manage("end_simulation")
+    _ok(handed_over)
+    assert handed_over.stdout.startswith("The simulated history ends at ")
+    _ok(scenario.manage("tick"))
+    checked = scenario.manage("check_runs", "--alert")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.startswith("OK: no problems")
+    assert scenario.db.scalar("SELECT count(*) FROM job_run_alerts") == 0
+
+    declared = {job.name for job in registry.all()}
+    stored = {name for (name,) in scenario.db.rows("SELECT job_name FROM job_schedules")}
+    assert stored == declared, "only the jobs the code declares keep a schedule"
+    # The demo did its work: the Sunday payout tick paid the week that had ended.
+    assert (
+        scenario.db.scalar("SELECT count(*) FROM job_runs WHERE job_name = 'weekly-payouts' AND status = 'succeeded'")
+        == 1
+    )
