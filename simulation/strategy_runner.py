@@ -54,7 +54,7 @@ from simulation.strategies import (
     redis_problem,
 )
 
-LONG_RUN_SECONDS = 150.0
+LONG_RUN_SECONDS = 200.0
 PAUSE_AFTER = timedelta(seconds=30)
 PAUSE_FOR = timedelta(minutes=4)
 DOWN_FOR = timedelta(minutes=5)
@@ -305,9 +305,10 @@ class StrategyDeployment:
             return bool(found)
 
         try:
-            # Up to the run's own length: on a loaded machine the claimed run may start late.
-            timeout = self.clock.real_seconds(LONG_RUN_SECONDS - PAUSE_AFTER.total_seconds())
-            wait_for(seen, timeout=timeout, interval=0.02, what="an execution in flight")
+            # On a loaded machine a claimed run may start minutes late: wait for it while
+            # the pause still fits in the window.
+            timeout = self.clock.real_time_at(self.plan.end - PAUSE_FOR) - time.time()
+            wait_for(seen, timeout=max(timeout, 0), interval=0.02, what="an execution in flight")
         except TimeoutError:
             return None
         return found[0]
