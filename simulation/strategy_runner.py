@@ -147,7 +147,9 @@ class StrategyPlan:
 
     @property
     def down_at(self) -> datetime:
-        return self._minute(0.65) + timedelta(seconds=20)  # between two ticks
+        # Between two ticks, and long enough after the pause that the frozen worker, once
+        # resumed, has had its word (so the two faults never hit one process at once).
+        return self._minute(0.7) + timedelta(seconds=20)
 
     def long_runs(self) -> dict[datetime, float]:
         ticks = {StrategyFault.LONG_RUN: self.long_tick, StrategyFault.PAUSE: self.pause_tick}
