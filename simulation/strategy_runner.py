@@ -60,7 +60,7 @@ LONG_RUN_SECONDS = 200.0
 PAUSE_AFTER = timedelta(seconds=30)
 PAUSE_FOR = timedelta(minutes=4)
 DOWN_FOR = timedelta(minutes=5)
-REQUEUE_AFTER_SECONDS = 120
+REQUEUE_AFTER_SECONDS = 300
 MIN_DURATION = timedelta(minutes=20)  # room for the three faults one after another
 # Real seconds the processes get to boot before the clock reaches the start. A case whose
 # processes are not all ready by then (a loaded machine) is run again with twice as long.
