@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PG_URL ?= $(if $(DATABASE_URL),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/tiffin)
 SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
 
-.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps bench soak chaos up browser-deps prometheus-deps clean
+.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare bench soak chaos up browser-deps prometheus-deps clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -34,7 +34,7 @@ DEMO_START = $(shell $(PY) -c 'from datetime import UTC, datetime, timedelta; d 
 
 # The demo runs locally on the development key, which the settings accept only with
 # DEBUG on (with DEBUG off they refuse to start without a SECRET_KEY).
-demo demo-jobs: export DEBUG ?= 1
+demo demo-jobs compare: export DEBUG ?= 1
 
 demo: $(STAMP) ## The main job end to end on the SQLite default: seed, then 3 servers for 2 simulated hours through a crash, and the report
 	$(PY) manage.py migrate --noinput --verbosity 0
@@ -73,17 +73,20 @@ test: lint typecheck browser-deps prometheus-deps test-postgres test-sqlite ## L
 
 # The failure scenarios (tests/scenarios, marker `scenario`) start real processes against
 # fresh PostgreSQL databases; `make test` runs them in its PostgreSQL pass. The pooler
-# scenario needs pgbouncer, and the restart scenario PostgreSQL's server binaries (initdb,
-# postgres: it restarts a throwaway cluster of its own, never the server at PG_URL). Each is
-# installed with apt when missing and we are root; without it that scenario skips with the
-# reason, except under CI=true, where it fails.
+# scenario needs pgbouncer, the Redis-lock one a Redis (REDIS_URL, or a redis-server the
+# test starts), and the restart scenario PostgreSQL's server binaries (initdb, postgres: it
+# restarts a throwaway cluster of its own, never the server at PG_URL). Each is installed
+# with apt when missing and we are root; without it that scenario skips with the reason,
+# except under CI=true, where it fails.
 scenarios: $(STAMP) scenario-deps ## The failure scenarios alone (real processes, injected faults; a few minutes)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	DATABASE_URL=$(PG_URL) $(BIN)/pytest -p no:cacheprovider -m scenario tests/scenarios
 
-scenario-deps: ## Install pgbouncer and PostgreSQL's server binaries for the scenarios if they are missing
+scenario-deps: ## Install pgbouncer, redis-server and PostgreSQL's server binaries for the scenarios if missing
 	@missing=""; \
-	command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || missing=" pgbouncer"; \
+	for package in pgbouncer redis-server; do \
+	  command -v $$package >/dev/null || [ -x /usr/sbin/$$package ] || [ -x /usr/bin/$$package ] || missing="$$missing $$package"; \
+	done; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || missing="$$missing postgresql"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -94,8 +97,20 @@ scenario-deps: ## Install pgbouncer and PostgreSQL's server binaries for the sce
 	         echo "Could not install$$missing: the scenarios needing it will be skipped (and fail under CI=true)"; }; \
 	else \
 	  echo "Missing for the scenarios:$$missing: run 'sudo apt-get install$$missing';"; \
-	  echo "without it the pooler (pgbouncer) or restart (postgresql) scenario is skipped (and fails under CI=true)"; \
+	  echo "without it the scenarios needing it are skipped (and fail under CI=true)"; \
 	fi
+
+# The alternatives side by side (README, "Why not a lock?"): a database of its own, dropped
+# and created afresh; Redis at REDIS_URL (default redis://127.0.0.1:6379/0), else the
+# Redis-lock row says why it was skipped.
+COMPARE_URL ?= postgres://postgres@127.0.0.1:5432/tiffin_compare
+COMPARE_START := 2027-03-07T20:00:00Z
+compare: $(STAMP) scenario-deps ## Every server, one special server, a Redis lock, an advisory lock and the claim through the same faults: one table (a few minutes)
+	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
+	psql "$(dir $(COMPARE_URL))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(COMPARE_URL)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(COMPARE_URL))'
+	DATABASE_URL=$(COMPARE_URL) $(PY) manage.py migrate --noinput --verbosity 0
+	DATABASE_URL=$(COMPARE_URL) LOG_LEVEL=WARNING $(PY) manage.py simulate --compare --reset \
+	  --start $(COMPARE_START) --duration 30m --speed 120 --servers 3 --log-dir db/compare-logs
 
 # The browser tests drive Debian's Chromium (never a downloaded browser). Installed with
 # apt when missing and we are root; otherwise say what to install. Without it the browser

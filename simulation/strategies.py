@@ -19,8 +19,10 @@ execution of a tick is a second charge. What differs is what decides to run it:
 
 The first four run in ``manage.py strategy_cron``, one process per server: a loop that
 sleeps to the next tick by its own clock and starts the tick's execution in a thread, as
-cron forks a process, so a long run does not hold the next tick back. After a pause it
-wakes late and fires the tick it was waiting for, then carries on from the next one.
+cron forks a process, so a long run does not hold the next tick back. A process that was
+frozen fires, as soon as it wakes, each tick that came due meanwhile (a loop over the
+schedule's ticks does; cron itself would run only the current minute). A restarted one
+starts from the next tick: what came due while it was down is gone.
 """
 
 from __future__ import annotations
@@ -242,9 +244,9 @@ def cron_loop(strategy: Strategy, *, server: str, stop: threading.Event, since: 
     """Fire every tick from ``since`` on until ``stop``, each in its own thread."""
     client = redis_client() if strategy.needs_redis else None
     firing: list[threading.Thread] = []
-    after = since - timedelta(microseconds=1)
+    after = max(since - timedelta(microseconds=1), clock.now())
     while not stop.is_set():
-        tick = cron.next_ticks(PROBE_CRON, "UTC", max(after, clock.now()), 1)[0]
+        tick = cron.next_ticks(PROBE_CRON, "UTC", after, 1)[0]
         while not stop.is_set() and (left := (tick - clock.now()).total_seconds()) > 0:
             stop.wait(clock.real_seconds(left))
         if stop.is_set():

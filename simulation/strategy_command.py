@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,11 @@ from simulation.runner import SimulationPlan
 from simulation.strategy_runner import comparison_table, results_ok, run_strategies, strategy_cases, strategy_plan
 
 
-def strategy_command(base: SimulationPlan, options: dict[str, Any], *, stdout: OutputWrapper) -> None:
+def strategy_command(
+    base: SimulationPlan, options: dict[str, Any], *, stdout: OutputWrapper, prepare: Callable[[], None]
+) -> None:
+    """Check the options, then ``prepare`` the database (refuse, or reset), then run: bad
+    input changes nothing."""
     if base.faults:
         raise CommandError(
             "--crash-worker, --pause-worker and --kill-scheduler do not apply here: use --strategy-faults"
@@ -35,6 +40,7 @@ def strategy_command(base: SimulationPlan, options: dict[str, Any], *, stdout: O
         )
     except ValueError as error:
         raise CommandError(str(error)) from None
+    prepare()
     log_dir = Path(options["log_dir"] or tempfile.mkdtemp(prefix="tiffin-strategies-"))
     say = (lambda line: print(line, file=sys.stderr)) if options["json"] else stdout.write
     results = run_strategies(plan, cases, log_dir=log_dir, say=say)

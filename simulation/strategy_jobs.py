@@ -23,7 +23,9 @@ from simulation.strategies import probe_work as work
 from tiffin import clock
 
 
-@job(PROBE_JOB, cron=PROBE_CRON, heartbeat=True, timeout_seconds=LEASE_SECONDS, backoff_seconds=10)
+# More attempts than a real job needs: on a loaded machine an accelerated 90 s lease is
+# under a real second, and a heartbeat that late costs an attempt (never a second charge).
+@job(PROBE_JOB, cron=PROBE_CRON, heartbeat=True, timeout_seconds=LEASE_SECONDS, max_attempts=6, backoff_seconds=10)
 def strategy_probe(ctx: RunContext) -> dict[str, int]:
     execution_id = execution_start(strategy=Strategy.CLAIM, tick=ctx.scheduled_for, server=worker_name())
     try:

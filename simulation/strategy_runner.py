@@ -21,6 +21,7 @@ over the ticks in [start, end).
 from __future__ import annotations
 
 import heapq
+import importlib
 import signal
 import time
 from collections import Counter
@@ -38,6 +39,7 @@ from django.db import close_old_connections, connection
 from scheduling import cron
 from scheduling.models import JobRun, RunStatus
 from scheduling.monitoring import runs_check
+from scheduling.schedules import schedules_register
 from simulation import pooler
 from simulation.models import StrategyRun
 from simulation.processes import Fleet, Process, SimulatedTime, wait_for
@@ -54,10 +56,11 @@ from simulation.strategies import (
     redis_problem,
 )
 
-LONG_RUN_SECONDS = 150.0
+LONG_RUN_SECONDS = 200.0
 PAUSE_AFTER = timedelta(seconds=30)
 PAUSE_FOR = timedelta(minutes=4)
 DOWN_FOR = timedelta(minutes=5)
+REQUEUE_AFTER_SECONDS = 300
 MIN_DURATION = timedelta(minutes=20)  # room for the three faults one after another
 # Real seconds the processes get to boot before the clock reaches the start. A case whose
 # processes are not all ready by then (a loaded machine) is run again with twice as long.
@@ -144,7 +147,9 @@ class StrategyPlan:
 
     @property
     def down_at(self) -> datetime:
-        return self._minute(0.65) + timedelta(seconds=20)  # between two ticks
+        # Between two ticks, and long enough after the pause that the frozen worker, once
+        # resumed, has had its word (so the two faults never hit one process at once).
+        return self._minute(0.7) + timedelta(seconds=20)
 
     def long_runs(self) -> dict[datetime, float]:
         ticks = {StrategyFault.LONG_RUN: self.long_tick, StrategyFault.PAUSE: self.pause_tick}
@@ -252,6 +257,9 @@ class StrategyDeployment:
 
     def _start_servers(self) -> None:
         if self.case.strategy == Strategy.CLAIM:
+            # Registered as of the start, so the boot lead claims no ticks before it.
+            declare_claim_probe()
+            schedules_register(now=self.plan.start - timedelta(microseconds=1))
             for number in range(1, self.plan.servers + 1):
                 worker_env = {**self.clock.environment(), "Q_WORKERS": str(self.plan.workers)}
                 self.fleet.start(f"worker-{number}", ["worker", "--no-scheduler"], env=worker_env)
@@ -305,9 +313,10 @@ class StrategyDeployment:
             return bool(found)
 
         try:
-            # Up to the run's own length: on a loaded machine the claimed run may start late.
-            timeout = self.clock.real_seconds(LONG_RUN_SECONDS - PAUSE_AFTER.total_seconds())
-            wait_for(seen, timeout=timeout, interval=0.02, what="an execution in flight")
+            # On a loaded machine a claimed run may start minutes late: wait for it while
+            # the pause still fits in the window.
+            timeout = self.clock.real_time_at(self.plan.end - PAUSE_FOR) - time.time()
+            wait_for(seen, timeout=max(timeout, 0), interval=0.02, what="an execution in flight")
         except TimeoutError:
             return None
         return found[0]
@@ -366,11 +375,16 @@ def strategy_result(case: StrategyCase, plan: StrategyPlan) -> StrategyResult:
     return result
 
 
+def declare_claim_probe() -> None:
+    """Declare the claim's probe in this process's registry too (only when a claim case
+    runs: a plain ``simulate`` must not register it)."""
+    importlib.import_module("simulation.strategy_jobs")
+
+
 def _check_reports(missed: list[datetime], plan: StrategyPlan) -> bool:
     """Whether the missed-run check, run after the window, names every missed tick. Only
     the claim keeps the record it reads: the other strategies leave nothing to compare."""
-    import simulation.strategy_jobs  # noqa: F401  (declares the probe in this process's registry)
-
+    declare_claim_probe()
     grace = timedelta(seconds=settings.SCHEDULER_CHECK_GRACE_SECONDS)
     reported = {p.scheduled_for for p in runs_check(now=plan.end + grace) if p.job_name == PROBE_JOB}
     return set(missed) <= reported
@@ -449,6 +463,9 @@ def _case_environment(plan: StrategyPlan) -> dict[str, str]:
         LONG_RUNS_VARIABLE: long_runs_text(plan.long_runs()),
         NAMESPACE_VARIABLE: _namespace(),
         "SCHEDULING_EXTRA_JOB_MODULES": "simulation.strategy_jobs",
+        # A task lost with a killed worker is enqueued again after this long (simulated;
+        # default 600 s): soon enough to matter inside a window of minutes.
+        "SCHEDULER_REQUEUE_AFTER_SECONDS": str(REQUEUE_AFTER_SECONDS),
     }
 
 

@@ -101,8 +101,7 @@ class Command(TiffinCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         plan = _plan(options)
         if strategy_requested(options):  # the alternatives side by side: simulation/strategy_command.py
-            self._prepare(reset=options["reset"])
-            strategy_command(plan, options, stdout=self.stdout)
+            strategy_command(plan, options, stdout=self.stdout, prepare=lambda: self._prepare(reset=options["reset"]))
             return
         chaos = _chaos(options, plan)
         self._prepare(reset=options["reset"])
