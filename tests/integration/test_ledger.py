@@ -300,7 +300,13 @@ def test_a_dry_run_shows_the_orders_waiting_for_their_payout(paid_london):
         call_command("catch_up_payouts", "--dry-run", "--json", stdout=out)
     waiting = json.loads(out.getvalue())["waiting"]
     assert waiting == [
-        {"restaurant": london.pk, "paid_through": "2026-11-09T00:00:00+00:00", "orders": 1, "gross": "7.00"}
+        {
+            "restaurant": london.pk,
+            "restaurant_name": london.name,
+            "paid_through": "2026-11-09T00:00:00+00:00",
+            "orders": 1,
+            "gross": "7.00",
+        }
     ]
 
 
