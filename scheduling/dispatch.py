@@ -125,24 +125,18 @@ def runs_claim(
     return won
 
 
-def _claim_row(job_name: str, subject: str, planned: PlannedTick, trigger: Trigger, now: datetime) -> tuple[Any, ...]:
-    skipped = planned.status == RunStatus.SKIPPED
-    enqueued = planned.status == RunStatus.ENQUEUED
-    # Follows sql.CLAIM_COLUMNS.
-    return (
-        job_name,
-        subject,
-        planned.scheduled_for,
-        planned.scheduled_for,
-        planned.status,
-        trigger,
-        now,
-        now if enqueued else None,
-        now if skipped else None,
-        planned.skip_reason,
-        0,
-        "",
-        "",
+def _claim_row(job_name: str, subject: str, planned: PlannedTick, trigger: Trigger, now: datetime) -> sql.ClaimRow:
+    return sql.ClaimRow(
+        job_name=job_name,
+        subject=subject,
+        scheduled_for=planned.scheduled_for,
+        due_at=planned.scheduled_for,
+        status=planned.status,
+        trigger=trigger,
+        created_at=now,
+        enqueued_at=now if planned.status == RunStatus.ENQUEUED else None,
+        finished_at=now if planned.status == RunStatus.SKIPPED else None,
+        skip_reason=planned.skip_reason,
     )
 
 

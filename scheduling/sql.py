@@ -9,7 +9,7 @@ to one written by the ORM (SQLite stores naive UTC text, PostgreSQL timestamptz)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -29,26 +29,31 @@ def _execute(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         return list(cursor.fetchall()) if cursor.description else []
 
 
-# Every NOT NULL column of job_runs a claim must supply (Django keeps defaults in Python).
-CLAIM_COLUMNS = (
-    "job_name",
-    "subject",
-    "scheduled_for",
-    "due_at",
-    "status",
-    "trigger",
-    "created_at",
-    "enqueued_at",
-    "finished_at",
-    "skip_reason",
-    "attempts",
-    "worker",
-    "error",
-)
+@dataclass(frozen=True)
+class ClaimRow:
+    """One claim to insert: every NOT NULL column of job_runs a claim must supply (Django
+    keeps defaults in Python), each field named for its column."""
+
+    job_name: str
+    subject: str
+    scheduled_for: datetime
+    due_at: datetime
+    status: str
+    trigger: str
+    created_at: datetime
+    enqueued_at: datetime | None
+    finished_at: datetime | None
+    skip_reason: str
+    attempts: int = 0
+    worker: str = ""
+    error: str = ""
 
 
-def claim_runs(rows: Sequence[Sequence[Any]]) -> list[int]:
-    """Insert claim rows (each follows CLAIM_COLUMNS); return the ids this caller won.
+CLAIM_COLUMNS = tuple(field.name for field in fields(ClaimRow))
+
+
+def claim_runs(rows: Sequence[ClaimRow]) -> list[int]:
+    """Insert claim rows; return the ids this caller won.
 
     ``INSERT ... ON CONFLICT DO NOTHING RETURNING id`` on the unique key
     (job_name, subject, scheduled_for), served by the job_run_claim_key index: a row
@@ -61,7 +66,7 @@ def claim_runs(rows: Sequence[Sequence[Any]]) -> list[int]:
         f"INSERT INTO job_runs ({', '.join(CLAIM_COLUMNS)}) VALUES {', '.join([row_sql] * len(rows))} "
         "ON CONFLICT (job_name, subject, scheduled_for) DO NOTHING RETURNING id"
     )
-    return [row[0] for row in _execute(sql, [value for row in rows for value in row])]
+    return [row[0] for row in _execute(sql, [getattr(row, column) for row in rows for column in CLAIM_COLUMNS])]
 
 
 def next_fence() -> int:
