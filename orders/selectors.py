@@ -13,10 +13,6 @@ from scheduling.models import JobRun
 CENT = Decimal("0.01")
 
 
-def order_get(*, order_id: int) -> Order | None:
-    return Order.objects.select_related("restaurant").filter(pk=order_id).first()
-
-
 def order_status_get(*, order_id: int) -> str | None:
     """The order's status as stored now, or None when there is no such order."""
     return Order.objects.filter(pk=order_id).values_list("status", flat=True).first()

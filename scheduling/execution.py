@@ -9,7 +9,6 @@ delivery finds nothing to start and returns without calling the handler.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import socket
 import traceback
@@ -27,8 +26,6 @@ from scheduling.policies import OverlapDecision, overlap_blockers, overlap_decid
 from scheduling.registry import Job, registry
 from scheduling.transitions import runs_fail, runs_succeed
 from tiffin import clock
-
-logger = logging.getLogger("scheduling.runs")
 
 
 def worker_name() -> str:

@@ -206,6 +206,10 @@ def schedule_resume(*, job_name: str, actor: str, now: datetime) -> bool:
     return bool(changed)
 
 
+MAX_BACKFILL_TICKS = 1000
+_EPSILON = timedelta(microseconds=1)
+
+
 def runs_backfill(*, job_name: str, start: datetime, end: datetime, actor: str, now: datetime) -> list[JobRun]:
     """Claim every tick of a cron job in [start, end] through the normal claim path
     (trigger ``backfill``); ticks already claimed are left alone. Returns the new runs."""
@@ -241,7 +245,3 @@ def run_rerun(*, run_id: int, actor: str, now: datetime) -> JobRun:
         runs_record([run], kind="rerun", now=now, message=f"re-run requested by {actor}")
     logger.info("run %s of %s re-run by %s", run_id, run.job_name, actor)
     return run
-
-
-MAX_BACKFILL_TICKS = 1000
-_EPSILON = timedelta(microseconds=1)

@@ -175,8 +175,6 @@ SCHEDULER_DUE_BATCH = env_int("SCHEDULER_DUE_BATCH", 2000, minimum=1)
 SCHEDULER_DUE_WINDOW_SECONDS = env_float("SCHEDULER_DUE_WINDOW_SECONDS", 0.25, minimum=0.0)
 # A run still 'enqueued' after this long gets another task (a lost task; duplicates are harmless).
 SCHEDULER_REQUEUE_AFTER_SECONDS = env_int("SCHEDULER_REQUEUE_AFTER_SECONDS", 600, minimum=1)
-# Seconds without a heartbeat after which a running run is abandoned (per job override).
-SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS = env_int("SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS", 300, minimum=1)
 # Extra modules declaring jobs, imported at start (the scenarios use it for test-only jobs).
 SCHEDULING_EXTRA_JOB_MODULES = env_list("SCHEDULING_EXTRA_JOB_MODULES", [])
 

@@ -89,6 +89,10 @@ class Command(BaseCommand):
             raise CommandError(f"the database already has {found}; pass --reset to forget them first")
 
 
+# Schedulers look for due runs every 0.2 real seconds; django-q2 polls every 0.05.
+_PROCESS_ENVIRONMENT = {"SCHEDULER_POLL_SECONDS": "0.2", "Q_POLL_SECONDS": "0.05", "LOG_LEVEL": "INFO"}
+
+
 def _plan(options: dict[str, Any]) -> SimulationPlan:
     try:
         duration = parse_duration(options["duration"])
@@ -107,10 +111,6 @@ def _plan(options: dict[str, Any]) -> SimulationPlan:
         faults=faults,
         environment={"SCHEDULING_EXTRA_JOB_MODULES": "simulation.probe_jobs", **_PROCESS_ENVIRONMENT},
     )
-
-
-# Schedulers look for due runs every 0.2 real seconds; django-q2 polls every 0.05.
-_PROCESS_ENVIRONMENT = {"SCHEDULER_POLL_SECONDS": "0.2", "Q_POLL_SECONDS": "0.05", "LOG_LEVEL": "INFO"}
 
 
 def _faults(options: dict[str, Any], duration: timedelta) -> list[Fault]:
