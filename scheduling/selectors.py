@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db.models import CharField, Exists, Expression, Max, OuterRef, Value
 from django.db.models.functions import Cast, Concat
 
@@ -138,92 +137,3 @@ class RunState:
 
 def _seconds(delta: timedelta) -> int:
     return max(int(delta.total_seconds()), 0)
-
-
-# --- The dashboard timeline: expected ticks against job_runs -----------------------------
-
-# A run that started later than this after its tick is drawn (and counted) as late.
-LATE_AFTER = timedelta(minutes=1)
-# Most ticks drawn per job; a denser job shows its newest ones (an SVG of a few thousand
-# marks is still quick, but no longer readable).
-TIMELINE_MAX_TICKS = 1000
-# The columns the timeline shows (not the error text or the result, which can be long).
-TIMELINE_FIELDS = (
-    "job_name",
-    "subject",
-    "scheduled_for",
-    "status",
-    "trigger",
-    "skip_reason",
-    "started_at",
-    "finished_at",
-)
-# What a tick with no run is, depending on its age (see CheckWindow's grace).
-MISSED, PENDING = "missed", "pending"
-
-
-@dataclass(frozen=True)
-class TimelineTick:
-    scheduled_for: datetime
-    run: JobRun | None
-    # A RunStatus value, MISSED (old enough to have been claimed) or PENDING (too young).
-    outcome: str
-
-    @property
-    def lateness(self) -> timedelta | None:
-        return None if self.run is None else self.run.lateness
-
-    @property
-    def late(self) -> bool:
-        return self.lateness is not None and self.lateness > LATE_AFTER
-
-
-@dataclass(frozen=True)
-class JobTimeline:
-    job: Job
-    start: datetime
-    end: datetime
-    ticks: list[TimelineTick]
-    # Manual and backfill runs whose logical time is not a tick, within the drawn span.
-    other_runs: list[JobRun]
-    # Ticks of the window left out because of TIMELINE_MAX_TICKS (the oldest ones).
-    ticks_not_shown: int
-
-
-def jobs_timeline(*, now: datetime, days: int) -> list[JobTimeline]:
-    """For every cron job, the ticks of the last ``days`` days against their runs."""
-    start = now - timedelta(days=days)
-    schedules = {schedule.job_name: schedule for schedule in Schedule.objects.all()}
-    return [
-        job_timeline(job=job, schedule=schedules.get(job.name), start=start, now=now) for job in registry.cron_jobs()
-    ]
-
-
-def job_timeline(*, job: Job, schedule: Schedule | None, start: datetime, now: datetime) -> JobTimeline:
-    """One job's timeline over (start, now].
-
-    1. The ticks its schedule produced (no earlier than its first registration: older
-       ticks were never expected), the newest TIMELINE_MAX_TICKS of them.
-    2. Its runs in the window with an empty subject, matched to ticks by logical time
-       (served by the claim key index); the rest are manual or backfill runs.
-    3. A tick without a run is missed once older than the check's grace, else pending.
-    """
-    expected_from = max(start, schedule.first_seen_at) if schedule is not None else now
-    ticks = cron.ticks_between(job.cron, job.timezone, expected_from, now)
-    shown = ticks[-TIMELINE_MAX_TICKS:]
-    window = JobRun.objects.filter(job_name=job.name, subject="", scheduled_for__gt=start, scheduled_for__lte=now)
-    runs = {run.scheduled_for: run for run in window.only(*TIMELINE_FIELDS)}
-    grace_edge = now - timedelta(seconds=settings.SCHEDULER_CHECK_GRACE_SECONDS)
-    drawn = [_timeline_tick(tick, runs.get(tick), grace_edge) for tick in shown]
-    on_ticks, first_drawn = set(ticks), shown[0] if shown else start
-    others = sorted(
-        (run for when, run in runs.items() if when not in on_ticks and when >= first_drawn),
-        key=lambda run: run.scheduled_for,
-    )
-    return JobTimeline(job, start, now, drawn, others, len(ticks) - len(shown))
-
-
-def _timeline_tick(tick: datetime, run: JobRun | None, grace_edge: datetime) -> TimelineTick:
-    if run is not None:
-        return TimelineTick(tick, run, str(run.status))
-    return TimelineTick(tick, None, MISSED if tick <= grace_edge else PENDING)

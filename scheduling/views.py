@@ -1,10 +1,10 @@
-"""Views: /healthz for probes, and the staff pages (schedules dashboard, cron explainer)."""
+"""Views: /healthz for probes, and the staff pages (schedules dashboard, whose timeline is
+``scheduling.timeline``, and the cron explainer)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, tzinfo
+from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -18,15 +18,8 @@ from django.views.decorators.http import require_safe
 from scheduling import cron
 from scheduling.alerts import alerts_open_count
 from scheduling.explain import MAX_COUNT, cron_explain
-from scheduling.selectors import (
-    LATE_AFTER,
-    MISSED,
-    JobTimeline,
-    TimelineTick,
-    jobs_overview,
-    jobs_timeline,
-    scheduler_last_pass_at,
-)
+from scheduling.selectors import jobs_overview, scheduler_last_pass_at
+from scheduling.timeline import LATE_AFTER, jobs_timeline, span_text, timeline_draw
 from tiffin import clock
 
 
@@ -67,46 +60,7 @@ def _probe() -> tuple[str, datetime | None, int | None]:
 
 # --- The schedules dashboard ------------------------------------------------------------
 
-# The timeline picture: a row of expected ticks over a row of runs, WIDTH user units wide.
-WIDTH, TICK_Y, TICK_H, RUN_Y, RUN_H, AXIS_Y, HEIGHT = 900.0, 6.0, 10.0, 24.0, 16.0, 44.0, 60.0
-# A late run is drawn at least this far right of its tick, however short the delay.
-MIN_LATE_OFFSET = 3.0
 DEFAULT_DAYS, MAX_DAYS = 7, 35
-
-
-@dataclass(frozen=True)
-class Mark:
-    x: float
-    y: float
-    width: float
-    height: float
-    css: str
-    title: str
-
-
-@dataclass(frozen=True)
-class Link:
-    """From a tick (bottom of the tick row) to its late run (top of the run row)."""
-
-    x1: float
-    x2: float
-    css: str
-    y1: float = TICK_Y + TICK_H
-    y2: float = RUN_Y
-
-
-@dataclass(frozen=True)
-class Drawing:
-    """A job's timeline in SVG coordinates; the template only draws it."""
-
-    marks: list[Mark]
-    links: list[Link]
-    gridlines: list[tuple[float, str]]
-    counts: dict[str, int]
-    timeline: JobTimeline
-    width: float = WIDTH
-    height: float = HEIGHT
-    axis_y: float = AXIS_Y
 
 
 def dashboard(request: HttpRequest, *, context: dict[str, Any]) -> HttpResponse:
@@ -117,7 +71,7 @@ def dashboard(request: HttpRequest, *, context: dict[str, Any]) -> HttpResponse:
     drawings = {t.job.name: timeline_draw(t) for t in jobs_timeline(now=now, days=days)}
     rows = [{"overview": overview, "drawing": drawings.get(name)} for name, overview in overviews.items()]
     context.update(
-        {"title": "Schedules dashboard", "rows": rows, "days": days, "now": now, "late_after": _seconds(LATE_AFTER)}
+        {"title": "Schedules dashboard", "rows": rows, "days": days, "now": now, "late_after": span_text(LATE_AFTER)}
     )
     return TemplateResponse(request, "admin/scheduling/dashboard.html", context)
 
@@ -127,74 +81,6 @@ def _days(raw: str | None) -> int:
         return min(max(int(raw or DEFAULT_DAYS), 1), MAX_DAYS)
     except ValueError:
         return DEFAULT_DAYS
-
-
-def timeline_draw(timeline: JobTimeline) -> Drawing:
-    """Place each expected tick, its run (offset right by its lateness) and the missed
-    slots on the picture; late runs are at least MIN_LATE_OFFSET right of their tick."""
-    scale = WIDTH / max((timeline.end - timeline.start).total_seconds(), 1.0)
-    bar = min(max(WIDTH / max(len(timeline.ticks), 1) * 0.6, 1.5), 8.0)
-
-    def x_of(moment: datetime) -> float:
-        return min(max((moment - timeline.start).total_seconds() * scale, 0.0), WIDTH - bar)
-
-    marks: list[Mark] = []
-    links: list[Link] = []
-    counts: dict[str, int] = {}
-    zone = cron.zone(timeline.job.timezone)
-    for tick in timeline.ticks:
-        counts[tick.outcome] = counts.get(tick.outcome, 0) + 1
-        counts["late"] = counts.get("late", 0) + tick.late
-        x_tick, title = x_of(tick.scheduled_for), _tick_title(tick, zone)
-        marks.append(Mark(x_tick, TICK_Y, bar, TICK_H, f"tick {tick.outcome}", title))
-        if tick.run is None:
-            marks.append(Mark(x_tick, RUN_Y, bar, RUN_H, f"slot {tick.outcome}", title))
-            continue
-        x_run = x_of(tick.run.started_at) if tick.run.started_at else x_tick
-        if tick.late:
-            x_run = min(max(x_run, x_tick + MIN_LATE_OFFSET), WIDTH - bar)
-            links.append(Link(x_tick + bar / 2, x_run + bar / 2, "link late"))
-        marks.append(Mark(x_run, RUN_Y, bar, RUN_H, f"run {tick.outcome}{' late' if tick.late else ''}", title))
-    for run in timeline.other_runs:
-        title = f"{_when(run.scheduled_for, zone)}: {run.trigger} run, {run.status}"
-        marks.append(Mark(x_of(run.scheduled_for), RUN_Y, bar, RUN_H, f"run {run.status} manual", title))
-    return Drawing(marks, links, _gridlines(timeline, x_of), counts, timeline)
-
-
-def _gridlines(timeline: JobTimeline, x_of: Callable[[datetime], float]) -> list[tuple[float, str]]:
-    """One line per UTC midnight, labelled; at most about twelve labels."""
-    first = (timeline.start + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-    days = max((timeline.end - first).days + 1, 0)
-    every = max(days // 12, 1)
-    return [(x_of(first + timedelta(days=n)), f"{first + timedelta(days=n):%a %d %b}") for n in range(0, days, every)]
-
-
-def _when(moment: datetime, zone: tzinfo) -> str:
-    local = moment.astimezone(zone)
-    utc = f"{moment:%Y-%m-%d %H:%M} UTC"
-    return utc if local.utcoffset() == timedelta(0) else f"{utc} ({local:%H:%M %Z})"
-
-
-def _tick_title(tick: TimelineTick, zone: tzinfo) -> str:
-    when = _when(tick.scheduled_for, zone)
-    if tick.run is None:
-        return f"{when}: {'missed, never claimed' if tick.outcome == MISSED else 'not claimed yet'}"
-    parts = [f"{when}: {tick.run.status}"]
-    if tick.run.skip_reason:
-        parts.append(tick.run.get_skip_reason_display().lower())
-    if tick.lateness is not None:
-        parts.append(f"started {_seconds(tick.lateness)} {'late' if tick.late else 'after the tick'}")
-    duration = tick.run.duration()
-    if duration is not None:
-        parts.append(f"took {_seconds(duration)}")
-    return ", ".join(parts)
-
-
-def _seconds(span: timedelta) -> str:
-    seconds = span.total_seconds()
-    if seconds < 120:
-        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 # --- The cron explainer -----------------------------------------------------------------
