@@ -58,9 +58,8 @@ from django.db import connection
 
 from payouts.weeks import BusinessWeek
 from tiffin.db import adapt
+from tiffin.money import CENT
 from tiffin.tz import TZDATA_VERSION
-
-CENT = Decimal("0.01")
 
 # The payouts due for one batch of restaurants, with every column the INSERT writes:
 # periods (ledger x weeks), then each period's rate, then its orders.
