@@ -57,7 +57,7 @@ from typing import Any
 from django.db import connection
 
 from payouts.weeks import BusinessWeek
-from tiffin.db import adapt
+from tiffin.db import adapt, execute, fetch
 from tiffin.money import CENT
 from tiffin.tz import TZDATA_VERSION
 
@@ -211,11 +211,9 @@ def payouts_insert_due(
         return 0
     vendor = _vendor()
     params = _params(batch=batch, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
-    with connection.cursor() as cursor:
-        if vendor == "postgresql":
-            cursor.execute(_LOCK_POSTGRESQL, params)
-        cursor.execute(_INSERT[vendor], params)
-        return max(int(cursor.rowcount), 0)
+    if vendor == "postgresql":
+        execute(_LOCK_POSTGRESQL, params)
+    return execute(_INSERT[vendor], params)
 
 
 def payouts_select_due(*, batch: RestaurantBatch, weeks: Sequence[BusinessWeek]) -> list[DuePayout]:
@@ -223,9 +221,8 @@ def payouts_select_due(*, batch: RestaurantBatch, weeks: Sequence[BusinessWeek])
     if not weeks:
         return []
     params = _params(batch=batch, weeks=weeks, job_run_id=None, fence=None, now=None)
-    with connection.cursor() as cursor:
-        cursor.execute(_DUE[_vendor()], params)
-        return sorted((_due_payout(row) for row in cursor.fetchall()), key=lambda d: (d.period_start, d.restaurant_id))
+    rows = fetch(_DUE[_vendor()], params)
+    return sorted((_due_payout(row) for row in rows), key=lambda d: (d.period_start, d.restaurant_id))
 
 
 def _vendor() -> str:
