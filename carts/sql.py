@@ -7,8 +7,7 @@ first and only for carts that pass the re-check, in the caller's transaction.
 
 Indexes: ``carts_cartitem_cart_id`` (the foreign key's) for the items, the primary key of
 ``carts_cart`` for the carts. The ids are one array parameter on PostgreSQL
-(``tiffin.db.id_in``): as 5,000 placeholders, bench/carts.py measured parsing and planning
-each delete at about twice its execution.
+(``tiffin.db.id_in``).
 """
 
 from __future__ import annotations

@@ -32,13 +32,13 @@ Indexes:
   the newest row of that index per restaurant, and the ON CONFLICT arbiter.
 - ``rate_change_one_per_instant`` (restaurant_id, effective_from): the rate probe.
 - the primary key of ``orders_restaurant`` for ``id BETWEEN first_id AND last_id`` (a
-  range, not a list: with 2,500 ids in a list, sending and planning it cost more than a
-  tenth of the batch).
+  range, not a list of 2,500 ids, which cost a noticeable share of the batch to send and
+  plan; BENCHMARKS.md).
 
 On PostgreSQL each period sums its orders in a LATERAL subquery: one index-only range
 scan feeding a plain aggregate per period. SQLite has no LATERAL and joins every order
 to its period, then groups (on PostgreSQL that form first materialises all of a batch's
-orders into a hash aggregate and was a third slower in bench/payouts.py).
+orders into a hash aggregate, and was slower: BENCHMARKS.md, benchmark 1).
 
 There is one SELECT per backend; the INSERT writes exactly what it returns. Parameters
 are named: ``first_id``, ``last_id``, ``only`` (the ids of a restricted catch-up, or

@@ -80,9 +80,8 @@ def cron_job_cursor(job_name: str) -> datetime | None:
 
     Served by the claim key index (job_name, subject, scheduled_for), read backwards to
     the first cron row: ORDER BY ... DESC LIMIT 1, not MAX(), which PostgreSQL planned as
-    an aggregate over all of the job's ticks (17,280 rows over 60 days of a five-minute
-    job: 160 ms of a pass against 0.1 ms). Manual and backfill rows do not move it, so a
-    manual run never hides a missed tick.
+    an aggregate over all of the job's ticks (BENCHMARKS.md). Manual and backfill rows do
+    not move it, so a manual run never hides a missed tick.
     """
     cron_rows = JobRun.objects.filter(job_name=job_name, subject="", trigger=Trigger.CRON)
     latest: datetime | None = cron_rows.order_by("-scheduled_for").values_list("scheduled_for", flat=True).first()

@@ -188,9 +188,8 @@ def prune_batch_begin() -> None:
 
     The planner costs a batch's statements by the whole prunable range (millions of rows,
     each with the correlated cursor probe), far past ``jit_above_cost``, though the LIMIT
-    or the id array stops them after one batch: measured on 3M runs with stock settings,
-    JIT compiled each of the three statements for 1.2-2.1 s while running them took
-    5-25 ms. Nothing to do on SQLite.
+    or the id array stops them after one batch, so JIT compiled each statement for far
+    longer than it ran (BENCHMARKS.md, benchmark 6). Nothing to do on SQLite.
     """
     if connection.vendor == "postgresql":
         execute("SET LOCAL jit = off")
