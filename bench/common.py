@@ -47,6 +47,11 @@ def database_url(name: str) -> str:
     return f"{SERVER_URL}/{DATABASE_PREFIX}{name}"
 
 
+# When the server started: a benchmark during which it restarted measured nothing useful
+# (other test suites on a shared machine may restart it), so its report fails.
+SERVER_STARTS: dict[str, Any] = {}
+
+
 def database_create(name: str) -> str:
     """Drop and create ``tiffin_bench_<name>``, migrate it with ``manage.py migrate``; return its URL."""
     dbname = DATABASE_PREFIX + name
@@ -78,11 +83,6 @@ def database_drop(name: str) -> None:
     with psycopg.connect(f"{SERVER_URL}/postgres", autocommit=True) as conn:
         dbname = DATABASE_PREFIX + name
         conn.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(pgsql.Identifier(dbname)))
-
-
-# When the server started: a benchmark during which it restarted measured nothing useful
-# (other test suites on a shared machine may restart it), so its report fails.
-SERVER_STARTS: dict[str, Any] = {}
 
 
 def server_started_at() -> Any:

@@ -103,30 +103,19 @@ class CartCleanup:
 def carts_delete_stale(
     *, cutoff: datetime, batch_size: int, on_batch: Callable[[CartCleanup], None] | None = None
 ) -> CartCleanup:
-    """Delete carts (and their items) whose ``updated_at`` is before ``cutoff``.
+    """Delete carts (and their items) untouched since before ``cutoff``, in batches of
+    one short transaction each, so no writer waits for more than one batch:
 
-    In short batches, each its own transaction, so no lock is held for long and other
-    writers are never blocked for more than one batch:
+    1. Pick the next ``batch_size`` stale carts in id order after the previous batch's
+       last, FOR UPDATE SKIP LOCKED on PostgreSQL (a cart being changed is skipped).
+    2. Delete their items, then the carts, both re-checking ``updated_at < cutoff``: a
+       touch committed before the pick keeps its cart; one after it waits, then finds
+       the cart gone.
+    3. Stop at a short batch.
 
-    1. Pick the next ``batch_size`` stale carts in id order, after the last cart the
-       previous batch picked. On PostgreSQL they are locked with FOR UPDATE SKIP LOCKED:
-       a cart another transaction is changing right now is skipped, and a row changed and
-       committed since the statement began is re-checked against ``updated_at < cutoff``
-       (and dropped) before it is locked.
-    2. Delete their items, then the carts, both re-checking ``updated_at < cutoff``.
-    3. Stop when a batch comes back short: no stale cart is left after the last one picked.
-
-    A cart touched while the clean-up runs is therefore never deleted: a touch either
-    commits before the pick (then the re-check drops it) or waits for the batch's commit
-    (then the cart is gone and the touch reports it missing, as for any deleted cart).
-
-    Why id order and not oldest first: carts are stored about in id order (they are
-    inserted that way, and so are their items), so consecutive stale ids sit on a few
-    adjacent pages of both tables. Oldest first scattered every batch over the whole
-    table and re-walked the index entries of the carts the batches before had deleted:
-    bench/carts.py measured 220-350 ms per batch of 5,000 that way, against about 100 ms
-    in id order. The pass never goes back, so a stale cart skipped because another
-    transaction held it (and did not touch it after all) is left for the next night.
+    Id order, not oldest first: carts sit on disk about in id order, so a batch touches
+    a few adjacent pages instead of the whole table (BENCHMARKS.md, benchmark 2). The
+    pass never goes back: a cart skipped while locked waits for the next night.
     """
     total = CartCleanup(carts=0, items=0, batches=0)
     after_id = 0

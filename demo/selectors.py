@@ -1,26 +1,16 @@
-"""Reads that span the apps: the demo summary. Each part comes from its app's selectors,
-except the payout totals, which are small enough to read here."""
+"""Reads that span the apps: the demo summary. Each part comes from its app's selectors."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Sum
-
 from carts.selectors import CartFreshness, cart_freshness
-from orders.selectors import CENT, order_counts_by_status, order_delivered_gross_total, restaurant_counts_by_timezone
+from orders.selectors import order_counts_by_status, order_delivered_gross_total, restaurant_counts_by_timezone
 from payouts.models import Payout
-
-
-@dataclass(frozen=True)
-class PayoutTotals:
-    count: int
-    gross: Decimal
-    commission: Decimal
-    net: Decimal
+from payouts.selectors import PayoutTotals, payout_totals
 
 
 @dataclass(frozen=True)
@@ -54,18 +44,6 @@ class DemoSummary:
         }
 
 
-def payout_totals() -> PayoutTotals:
-    """Count and sums of all payouts, rounded to cents as order_delivered_gross_total is."""
-    row = Payout.objects.aggregate(n=Count("id"), gross=Sum("gross"), commission=Sum("commission"), net=Sum("net"))
-    return PayoutTotals(
-        count=row["n"], gross=_cents(row["gross"]), commission=_cents(row["commission"]), net=_cents(row["net"])
-    )
-
-
-def _cents(value: Decimal | None) -> Decimal:
-    return (value or Decimal("0")).quantize(CENT, rounding=ROUND_HALF_EVEN)
-
-
 def demo_summary_get(*, now: datetime, stale_after: timedelta) -> DemoSummary:
     return DemoSummary(
         as_of=now,
@@ -74,5 +52,5 @@ def demo_summary_get(*, now: datetime, stale_after: timedelta) -> DemoSummary:
         delivered_gross=order_delivered_gross_total(),
         carts=cart_freshness(as_of=now, stale_after=stale_after),
         stale_after=stale_after,
-        payouts=payout_totals(),
+        payouts=payout_totals(payouts=Payout.objects.all()),
     )

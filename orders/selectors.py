@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
 
 from django.db.models import Count, Sum
 
 from orders.models import CANCEL_STALE_ORDER_JOB, STALE_CANCEL_REASON, Order, OrderStatus, Restaurant
 from scheduling.models import JobRun
-
-CENT = Decimal("0.01")
-
-
-def order_get(*, order_id: int) -> Order | None:
-    return Order.objects.select_related("restaurant").filter(pk=order_id).first()
+from tiffin.money import cents
 
 
 def order_status_get(*, order_id: int) -> str | None:
@@ -53,14 +48,8 @@ def order_counts_by_status() -> dict[str, int]:
 
 
 def order_delivered_gross_total() -> Decimal:
-    """Sum of the totals of delivered orders, in cents.
-
-    PostgreSQL sums NUMERIC exactly. SQLite sums in floating point, so the result is
-    rounded to cents (half-even); the float error stays far below half a cent for any
-    realistic number of orders, so the rounding restores the exact sum.
-    """
-    total = Order.objects.filter(status=OrderStatus.DELIVERED).aggregate(total=Sum("total"))["total"]
-    return (total or Decimal("0")).quantize(CENT, rounding=ROUND_HALF_EVEN)
+    """Sum of the totals of delivered orders, in cents (``tiffin.money.cents``)."""
+    return cents(Order.objects.filter(status=OrderStatus.DELIVERED).aggregate(total=Sum("total"))["total"])
 
 
 def order_cancellations_overview() -> dict[str, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -18,8 +18,8 @@ from payouts import sql
 from payouts.models import PAYOUT_JOB, Payout
 from payouts.weeks import BusinessWeek, week_of, weeks_finished
 from scheduling.models import JobRun, RunStatus
+from tiffin.money import cents
 
-CENT = Decimal("0.01")
 # See payout_weeks_due: a history this short is checked week by week without narrowing.
 SHORT_HISTORY = timedelta(weeks=8)
 # Before any delivery: "waiting since" for a restaurant never paid.
@@ -36,25 +36,17 @@ class PayoutTotals:
 
 
 def payout_totals(*, payouts: QuerySet[Payout]) -> PayoutTotals:
-    """Count and sums of ``payouts`` (any filtered queryset), in cents.
-
-    SQLite sums decimals in floating point; rounding to cents restores the exact sum for
-    any realistic number of rows. PostgreSQL's sums are exact already.
-    """
+    """Count and sums of ``payouts`` (any filtered queryset), in cents (``tiffin.money.cents``)."""
     row = payouts.order_by().aggregate(
         n=Count("id"), orders=Sum("order_count"), gross=Sum("gross"), commission=Sum("commission"), net=Sum("net")
     )
     return PayoutTotals(
         count=row["n"],
         order_count=row["orders"] or 0,
-        gross=_cents(row["gross"]),
-        commission=_cents(row["commission"]),
-        net=_cents(row["net"]),
+        gross=cents(row["gross"]),
+        commission=cents(row["commission"]),
+        net=cents(row["net"]),
     )
-
-
-def _cents(value: Decimal | None) -> Decimal:
-    return (value or Decimal("0")).quantize(CENT, rounding=ROUND_HALF_EVEN)
 
 
 def payouts_of_run(*, run_id: int) -> QuerySet[Payout]:
@@ -358,11 +350,11 @@ def _ledger_money() -> list[LedgerProblem]:
         LedgerProblem(
             rid,
             end,
-            f"payouts up to {_utc(end)} have gross {_cents(paid)}, its orders delivered before then total "
-            f"{_cents(earned)}",
+            f"payouts up to {_utc(end)} have gross {cents(paid)}, its orders delivered before then total "
+            f"{cents(earned)}",
         )
         for rid, end, paid, earned in rows
-        if _cents(paid) != _cents(earned)
+        if cents(paid) != cents(earned)
     ]
 
 
@@ -375,11 +367,11 @@ def _ledger_money_since(*, since: datetime) -> list[LedgerProblem]:
     )
     recent = Payout.objects.filter(created_at__gte=since).annotate(earned=_per_restaurant(in_bounds, Sum("total")))
     problems = [
-        LedgerProblem(rid, start, f"payout {pid} has gross {_cents(gross)}, its orders total {_cents(earned)}")
+        LedgerProblem(rid, start, f"payout {pid} has gross {cents(gross)}, its orders total {cents(earned)}")
         for pid, rid, start, gross, earned in recent.values_list(
             "id", "restaurant_id", "period_start", "gross", "earned"
         )
-        if _cents(gross) != _cents(earned)
+        if cents(gross) != cents(earned)
     ]
     first = Payout.objects.filter(restaurant=OuterRef("pk")).order_by("period_start")
     before = Order.objects.filter(
@@ -447,4 +439,4 @@ def payout_orders_waiting(*, restaurant_ids: Sequence[int] | None = None) -> lis
         .order_by("id")
         .values_list("id", "paid_through", "n", "gross")
     )
-    return [OrdersWaiting(rid, paid_through, n, _cents(gross)) for rid, paid_through, n, gross in rows]
+    return [OrdersWaiting(rid, paid_through, n, cents(gross)) for rid, paid_through, n, gross in rows]

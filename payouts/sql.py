@@ -32,13 +32,13 @@ Indexes:
   the newest row of that index per restaurant, and the ON CONFLICT arbiter.
 - ``rate_change_one_per_instant`` (restaurant_id, effective_from): the rate probe.
 - the primary key of ``orders_restaurant`` for ``id BETWEEN first_id AND last_id`` (a
-  range, not a list: with 2,500 ids in a list, sending and planning it cost more than a
-  tenth of the batch).
+  range, not a list of 2,500 ids, which cost a noticeable share of the batch to send and
+  plan; BENCHMARKS.md).
 
 On PostgreSQL each period sums its orders in a LATERAL subquery: one index-only range
 scan feeding a plain aggregate per period. SQLite has no LATERAL and joins every order
 to its period, then groups (on PostgreSQL that form first materialises all of a batch's
-orders into a hash aggregate and was a third slower in bench/payouts.py).
+orders into a hash aggregate, and was slower: BENCHMARKS.md, benchmark 1).
 
 There is one SELECT per backend; the INSERT writes exactly what it returns. Parameters
 are named: ``first_id``, ``last_id``, ``only`` (the ids of a restricted catch-up, or
@@ -57,10 +57,9 @@ from typing import Any
 from django.db import connection
 
 from payouts.weeks import BusinessWeek
-from tiffin.db import adapt
+from tiffin.db import adapt, execute, fetch
+from tiffin.money import CENT
 from tiffin.tz import TZDATA_VERSION
-
-CENT = Decimal("0.01")
 
 # The payouts due for one batch of restaurants, with every column the INSERT writes:
 # periods (ledger x weeks), then each period's rate, then its orders.
@@ -212,11 +211,9 @@ def payouts_insert_due(
         return 0
     vendor = _vendor()
     params = _params(batch=batch, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
-    with connection.cursor() as cursor:
-        if vendor == "postgresql":
-            cursor.execute(_LOCK_POSTGRESQL, params)
-        cursor.execute(_INSERT[vendor], params)
-        return max(int(cursor.rowcount), 0)
+    if vendor == "postgresql":
+        execute(_LOCK_POSTGRESQL, params)
+    return execute(_INSERT[vendor], params)
 
 
 def payouts_select_due(*, batch: RestaurantBatch, weeks: Sequence[BusinessWeek]) -> list[DuePayout]:
@@ -224,9 +221,8 @@ def payouts_select_due(*, batch: RestaurantBatch, weeks: Sequence[BusinessWeek])
     if not weeks:
         return []
     params = _params(batch=batch, weeks=weeks, job_run_id=None, fence=None, now=None)
-    with connection.cursor() as cursor:
-        cursor.execute(_DUE[_vendor()], params)
-        return sorted((_due_payout(row) for row in cursor.fetchall()), key=lambda d: (d.period_start, d.restaurant_id))
+    rows = fetch(_DUE[_vendor()], params)
+    return sorted((_due_payout(row) for row in rows), key=lambda d: (d.period_start, d.restaurant_id))
 
 
 def _vendor() -> str:

@@ -8,10 +8,8 @@ check must keep checking even when the mail server or the webhook is down.
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
-import urllib.request
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -21,14 +19,12 @@ from django.core.mail import mail_admins
 from django.db import transaction
 from django.db.models import Count, Max, Min
 
+from scheduling import outbound
 from scheduling.models import RunAlert
 from scheduling.monitoring import Problem, problems_grouped
 
 logger = logging.getLogger("scheduling.alerts")
 
-# What a failed delivery can raise: connection and HTTP errors (URLError and HTTPError
-# are OSErrors), a malformed response, an unusable URL, a mail backend refusing.
-DELIVERY_ERRORS = (OSError, http.client.HTTPException, ValueError)
 # Lines of a mail or webhook text; the webhook's JSON list always has every problem.
 SUMMARY_LINES = 50
 
@@ -106,7 +102,7 @@ def problems_deliver(*, problems: Sequence[Problem], now: datetime) -> None:
     subject, body = _summary(problems)
     try:
         mail_admins(subject, body)
-    except DELIVERY_ERRORS:
+    except outbound.DELIVERY_ERRORS:  # a mail backend refusing raises the same kinds
         logger.exception("could not mail the admins about %s problems", len(problems))
     if settings.SCHEDULER_WEBHOOK_URL:
         webhook_post(url=settings.SCHEDULER_WEBHOOK_URL, problems=problems, now=now)
@@ -121,19 +117,15 @@ def webhook_post(*, url: str, problems: Sequence[Problem], now: datetime) -> boo
         "checked_at": now.isoformat(),
         "problems": [problem.as_dict() for problem in problems],
     }
-    request = urllib.request.Request(
+    error = outbound.post(
         url,
-        data=json.dumps(payload).encode(),
+        body=json.dumps(payload).encode(),
         headers={"Content-Type": "application/json", "User-Agent": "tiffin-alerts"},
-        method="POST",
+        timeout=settings.SCHEDULER_WEBHOOK_TIMEOUT_SECONDS,
     )
-    try:
-        with urllib.request.urlopen(request, timeout=settings.SCHEDULER_WEBHOOK_TIMEOUT_SECONDS) as response:
-            response.read()
-    except DELIVERY_ERRORS as exc:
-        logger.warning("webhook %s did not take %s problems: %s", _safe(url), len(problems), exc)
-        return False
-    return True
+    if error is not None:
+        logger.warning("webhook %s did not take %s problems: %s", _safe(url), len(problems), error)
+    return error is None
 
 
 def _summary(problems: Sequence[Problem]) -> tuple[str, str]:

@@ -80,9 +80,8 @@ def cron_job_cursor(job_name: str) -> datetime | None:
 
     Served by the claim key index (job_name, subject, scheduled_for), read backwards to
     the first cron row: ORDER BY ... DESC LIMIT 1, not MAX(), which PostgreSQL planned as
-    an aggregate over all of the job's ticks (17,280 rows over 60 days of a five-minute
-    job: 160 ms of a pass against 0.1 ms). Manual and backfill rows do not move it, so a
-    manual run never hides a missed tick.
+    an aggregate over all of the job's ticks (BENCHMARKS.md). Manual and backfill rows do
+    not move it, so a manual run never hides a missed tick.
     """
     cron_rows = JobRun.objects.filter(job_name=job_name, subject="", trigger=Trigger.CRON)
     latest: datetime | None = cron_rows.order_by("-scheduled_for").values_list("scheduled_for", flat=True).first()
@@ -123,7 +122,7 @@ def runs_claim(
     """Insert the planned claims; enqueue the ones won that should run (unless the
     caller executes them itself). Call inside a transaction: claim and enqueue commit
     together. ``overlap``: the policy the runs follow instead of the job's (a backfill's)."""
-    rows = [(*_claim_row(job.name, subject, planned, trigger, now), overlap) for planned in plan]
+    rows = [_claim_row(job.name, subject, planned, trigger, now, overlap) for planned in plan]
     won = sorted(sql.claim_runs(rows), key=lambda run: run.scheduled_for)
     metrics.claims_count(job_name=job.name, won=len(won), attempted=len(rows))
     for run in won:
@@ -134,24 +133,21 @@ def runs_claim(
     return won
 
 
-def _claim_row(job_name: str, subject: str, planned: PlannedTick, trigger: Trigger, now: datetime) -> tuple[Any, ...]:
-    skipped = planned.status == RunStatus.SKIPPED
-    enqueued = planned.status == RunStatus.ENQUEUED
-    # Follows sql.CLAIM_COLUMNS (the last, overlap, is the caller's).
-    return (
-        job_name,
-        subject,
-        planned.scheduled_for,
-        planned.scheduled_for,
-        planned.status,
-        trigger,
-        now,
-        now if enqueued else None,
-        now if skipped else None,
-        planned.skip_reason,
-        0,
-        "",
-        "",
+def _claim_row(
+    job_name: str, subject: str, planned: PlannedTick, trigger: Trigger, now: datetime, overlap: str = ""
+) -> sql.ClaimRow:
+    return sql.ClaimRow(
+        job_name=job_name,
+        subject=subject,
+        scheduled_for=planned.scheduled_for,
+        due_at=planned.scheduled_for,
+        status=planned.status,
+        trigger=trigger,
+        created_at=now,
+        enqueued_at=now if planned.status == RunStatus.ENQUEUED else None,
+        finished_at=now if planned.status == RunStatus.SKIPPED else None,
+        skip_reason=planned.skip_reason,
+        overlap=overlap,
     )
 
 

@@ -9,12 +9,10 @@ delivery finds nothing to start and returns without calling the handler.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import socket
 import traceback
 from datetime import datetime
-from enum import Enum
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DatabaseError, connection, transaction
@@ -24,21 +22,14 @@ from scheduling import metrics, sql
 from scheduling.context import RunContext
 from scheduling.events import runs_record
 from scheduling.models import JobRun, Overlap, RunStatus, SkipReason
+from scheduling.policies import OverlapDecision, overlap_blockers, overlap_decide
 from scheduling.registry import Job, registry
 from scheduling.transitions import runs_fail, runs_succeed
 from tiffin import clock
 
-logger = logging.getLogger("scheduling.runs")
-
 
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-class Decision(Enum):
-    START = "start"
-    WAIT = "wait"
-    SKIP = "skip"
 
 
 def runs_execute(*, run_ids: list[int], worker: str) -> list[RunContext]:
@@ -96,7 +87,7 @@ def runs_start(*, job: Job, run_ids: list[int], now: datetime, worker: str) -> l
         if not pending:
             return []
         if governed:
-            pending = [run for run in pending if _apply_overlap(job=job, run=run, now=now) == Decision.START]
+            pending = [run for run in pending if _apply_overlap(job=job, run=run, now=now) == OverlapDecision.START]
         return _start(pending=pending, now=now, worker=worker) if pending else []
 
 
@@ -137,46 +128,33 @@ def _start(*, pending: list[JobRun], now: datetime, worker: str) -> list[RunCont
     ]
 
 
-def _apply_overlap(*, job: Job, run: JobRun, now: datetime) -> Decision:
+def _apply_overlap(*, job: Job, run: JobRun, now: datetime) -> OverlapDecision:
     running = runs_running(job=job, exclude_id=run.id)
-    decision = overlap_decide(job=job, run=run, running=running)
-    if decision == Decision.SKIP:
+    policy = run.overlap_policy(job.overlap)
+    blockers = runs_blocking(job=job, scheduled_for=run.scheduled_for, running=running, policy=policy)
+    decision = overlap_decide(policy=policy, blockers=blockers)
+    if decision == OverlapDecision.SKIP:
         _skip_for_overlap(run=run, running=running, now=now)
-    elif decision == Decision.START and run.overlap_policy(job.overlap) == Overlap.REPLACE:
+    elif decision == OverlapDecision.START and run.overlap_policy(job.overlap) == Overlap.REPLACE:
         _supersede(older=running, by=run, now=now)
     return decision
 
 
-def overlap_decide(*, job: Job, run: JobRun, running: list[JobRun]) -> Decision:
-    """The run's overlap policy (its own, else its job's) as a decision, given the job's
-    other running runs."""
-    policy = run.overlap_policy(job.overlap)
-    if not overlap_blockers(job=job, scheduled_for=run.scheduled_for, running=running, policy=policy):
-        return Decision.START
-    return Decision.WAIT if policy == Overlap.QUEUE else Decision.SKIP
-
-
-def overlap_blockers(
-    *, job: Job, scheduled_for: datetime, running: list[JobRun], policy: Overlap | None = None
+def runs_blocking(
+    *, job: Job, scheduled_for: datetime, running: list[JobRun], policy: str | None = None
 ) -> list[JobRun]:
-    """The runs that keep a run of ``job`` at ``scheduled_for`` from starting now, under
-    ``policy`` (default: the job's).
-
-    ``queue``: every running run, and every older run still waiting (they go first);
-    ``forbid``: every running run; ``replace``: a running run with a later logical time
-    (an older one is superseded instead); ``allow``: none.
-    """
-    policy = policy or Overlap(job.overlap)
+    """``policies.overlap_blockers`` of a run at ``scheduled_for`` under ``policy`` (a
+    run's own, default its job's), with the older runs still waiting read for a queue
+    policy (the only one that needs them)."""
+    policy = policy or job.overlap
+    waiting: list[JobRun] = []
     if policy == Overlap.QUEUE:
-        older_waiting = JobRun.objects.filter(
-            job_name=job.name, status=RunStatus.ENQUEUED, scheduled_for__lt=scheduled_for
-        ).order_by("scheduled_for", "id")
-        return [*running, *older_waiting]
-    if policy == Overlap.REPLACE:
-        return [other for other in running if other.scheduled_for > scheduled_for]
-    if policy == Overlap.FORBID:
-        return running
-    return []
+        waiting = list(
+            JobRun.objects.filter(
+                job_name=job.name, status=RunStatus.ENQUEUED, scheduled_for__lt=scheduled_for
+            ).order_by("scheduled_for", "id")
+        )
+    return overlap_blockers(policy=policy, scheduled_for=scheduled_for, running=running, waiting=waiting)
 
 
 def runs_running(*, job: Job, exclude_id: int | None = None) -> list[JobRun]:

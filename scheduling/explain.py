@@ -266,6 +266,9 @@ def _day_traps(spec: cron.CronSpec) -> list[Trap]:
     return []
 
 
+_CYCLES = {"minute": "hour", "hour": "day"}
+
+
 def _step_traps(spec: cron.CronSpec) -> list[Trap]:
     """A minute or hour step that does not divide its cycle leaves a short last interval."""
     traps: list[Trap] = []
@@ -285,9 +288,6 @@ def _step_traps(spec: cron.CronSpec) -> list[Trap]:
                     )
                 )
     return traps
-
-
-_CYCLES = {"minute": "hour", "hour": "day"}
 
 
 # --- daylight saving ----------------------------------------------------------------------

@@ -19,7 +19,7 @@ from django.db.models import Q
 
 from scheduling import cron
 from scheduling.models import IN_FLIGHT_STATUSES, JobRun, ProblemKind, RunStatus, Schedule
-from scheduling.registry import Job, registry
+from scheduling.registry import DEFAULT_TIMEOUT_SECONDS, Job, registry
 
 # A heartbeating run is "overrunning" once it has run this many times its recent median.
 OVERRUN_FACTOR = 3
@@ -268,9 +268,8 @@ def _problem(run: JobRun, kind: ProblemKind, detail: str) -> Problem:
 
 
 def _job_timeout_seconds(job_name: str) -> int:
-    if registry.has(job_name):
-        return registry.get(job_name).timeout_seconds
-    return int(settings.SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS)
+    job = registry.find(job_name)
+    return job.timeout_seconds if job is not None else DEFAULT_TIMEOUT_SECONDS
 
 
 def _hm(moment: datetime) -> str:

@@ -10,17 +10,16 @@ no success), with a short timeout; a ping that fails is logged, never fatal.
 
 from __future__ import annotations
 
-import http.client
 import logging
 import re
-import urllib.request
 
 from django.conf import settings
 from django.db import transaction
 
+from scheduling import outbound
+
 logger = logging.getLogger("scheduling.pings")
 
-PING_ERRORS = (OSError, http.client.HTTPException, ValueError)
 # healthchecks.io keeps the first 100 kB of a ping body; an error message needs far less.
 BODY_LIMIT = 10_000
 
@@ -48,14 +47,13 @@ def job_ping(*, job_name: str, failed: bool, body: str = "") -> bool:
     if base is None:
         return False
     url = f"{base.rstrip('/')}/fail" if failed else base
-    request = urllib.request.Request(
-        url, data=body[:BODY_LIMIT].encode(), headers={"User-Agent": "tiffin-pings"}, method="POST"
+    error = outbound.post(
+        url,
+        body=body[:BODY_LIMIT].encode(),
+        headers={"User-Agent": "tiffin-pings"},
+        timeout=settings.SCHEDULER_PING_TIMEOUT_SECONDS,
     )
-    try:
-        with urllib.request.urlopen(request, timeout=settings.SCHEDULER_PING_TIMEOUT_SECONDS) as response:
-            response.read()
-    except PING_ERRORS as exc:
+    if error is not None:
         # The URL is a secret (anyone holding it can ping): log the job, not the URL.
-        logger.warning("ping for %s (%s) failed: %s", job_name, "fail" if failed else "success", exc)
-        return False
-    return True
+        logger.warning("ping for %s (%s) failed: %s", job_name, "fail" if failed else "success", error)
+    return error is None

@@ -1,11 +1,16 @@
-"""Pure policy decisions (no database): which missed ticks run and which are skipped."""
+"""Pure policy decisions (no database): which missed ticks run and which are skipped
+(misfire), and whether a run may start beside the job's other runs (overlap). Callers
+read what a decision needs and pass it in."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import Enum
+from typing import Protocol, TypeVar
 
-from scheduling.models import Misfire, RunStatus, SkipReason
+from scheduling.models import Misfire, Overlap, RunStatus, SkipReason
 from scheduling.registry import Job
 
 
@@ -40,3 +45,46 @@ def _decide(*, job: Job, tick: datetime, latest: datetime | None, now: datetime,
     if job.misfire == Misfire.DEADLINE and now - tick > deadline:
         return PlannedTick(tick, RunStatus.SKIPPED, SkipReason.MISSED_DEADLINE)
     return PlannedTick(tick, RunStatus.ENQUEUED)
+
+
+class _Run(Protocol):
+    @property
+    def scheduled_for(self) -> datetime: ...
+
+
+RunT = TypeVar("RunT", bound=_Run)
+
+
+class OverlapDecision(Enum):
+    START = "start"
+    WAIT = "wait"
+    SKIP = "skip"
+
+
+def overlap_blockers(
+    *, policy: str, scheduled_for: datetime, running: Sequence[RunT], waiting: Sequence[RunT]
+) -> list[RunT]:
+    """The runs that keep a run at ``scheduled_for`` from starting now under the overlap
+    ``policy`` (the run's own, else its job's), of the job's other ``running`` runs and the
+    ``waiting`` ones (enqueued, not started; only a queue policy needs them).
+
+    1. queue: every running run, and every older waiting run (they go first, oldest first);
+    2. forbid: every running run;
+    3. replace: a running run with a later logical time (an older one is superseded instead);
+    4. allow: none.
+    """
+    if policy == Overlap.QUEUE:
+        older = sorted((run for run in waiting if run.scheduled_for < scheduled_for), key=lambda run: run.scheduled_for)
+        return [*running, *older]
+    if policy == Overlap.REPLACE:
+        return [other for other in running if other.scheduled_for > scheduled_for]
+    if policy == Overlap.FORBID:
+        return list(running)
+    return []
+
+
+def overlap_decide(*, policy: str, blockers: Sequence[object]) -> OverlapDecision:
+    """Start when nothing blocks; otherwise a queue policy waits and any other is skipped."""
+    if not blockers:
+        return OverlapDecision.START
+    return OverlapDecision.WAIT if policy == Overlap.QUEUE else OverlapDecision.SKIP

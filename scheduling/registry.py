@@ -52,6 +52,9 @@ class _Setting(Enum):
 # ``retention_days`` default: the SCHEDULER_RUN_RETENTION_DAYS setting, read when pruning.
 SETTING_RETENTION: Literal[_Setting.RETENTION] = _Setting.RETENTION
 Retention = int | None | Literal[_Setting.RETENTION]
+# ``timeout_seconds`` default, and the timeout the missed-run check gives the runs of a
+# job no longer declared.
+DEFAULT_TIMEOUT_SECONDS = 600
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,7 @@ class Job:
     backoff_seconds: float = 30.0
     # A running run that shows no sign of life (heartbeat, or start if it does not
     # heartbeat) for this long is abandoned.
-    timeout_seconds: int = 600
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
     heartbeat: bool = False
     batch_size: int = 1
     # Days a finished run is kept (scheduling.retention); None keeps every run forever
@@ -94,9 +97,6 @@ class JobRegistry:
             raise ValueError(f"job {job.name!r} is declared twice")
         self._jobs[job.name] = job
         return job
-
-    def remove(self, name: str) -> None:
-        self._jobs.pop(name, None)
 
     def get(self, name: str) -> Job:
         try:
@@ -147,7 +147,7 @@ def job(
     misfire_deadline_seconds: int | None = None,
     max_attempts: int = 3,
     backoff_seconds: float = 30.0,
-    timeout_seconds: int = 600,
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS,
     heartbeat: bool = False,
     batch_size: int = 1,
     retention_days: Retention = SETTING_RETENTION,

@@ -14,7 +14,7 @@ from django.db import transaction
 from scheduling import cron, sql
 from scheduling.dispatch import runs_claim
 from scheduling.events import runs_record
-from scheduling.execution import overlap_blockers, runs_call_handler, runs_running, runs_start
+from scheduling.execution import runs_blocking, runs_call_handler, runs_running, runs_start
 from scheduling.models import JobRun, Overlap, RunStatus, Schedule, Trigger
 from scheduling.policies import PlannedTick
 from scheduling.queue import enqueue_runs
@@ -167,7 +167,7 @@ def run_execute_here(
             sql.lock_job(job.name)
         if JobRun.objects.filter(job_name=job.name, subject=subject, scheduled_for=scheduled_for).exists():
             return None
-        blockers = overlap_blockers(job=job, scheduled_for=scheduled_for, running=runs_running(job=job))
+        blockers = runs_blocking(job=job, scheduled_for=scheduled_for, running=runs_running(job=job))
         if blockers:
             waiting_on = [RunState(run=blocker, now=now) for blocker in blockers]
             raise RunCannotStartError(
@@ -204,6 +204,10 @@ def schedule_resume(*, job_name: str, actor: str, now: datetime) -> bool:
     changed = Schedule.objects.filter(job_name=job_name, paused=True).update(paused=False, paused_at=None, paused_by="")
     logger.info("schedule %s resumed by %s (changed=%s)", job_name, actor, bool(changed))
     return bool(changed)
+
+
+MAX_BACKFILL_TICKS = 1000
+_EPSILON = timedelta(microseconds=1)
 
 
 def runs_backfill(
@@ -256,7 +260,3 @@ def run_rerun(*, run_id: int, actor: str, now: datetime) -> JobRun:
         runs_record([run], kind="rerun", now=now, message=f"re-run requested by {actor}")
     logger.info("run %s of %s re-run by %s", run_id, run.job_name, actor)
     return run
-
-
-MAX_BACKFILL_TICKS = 1000
-_EPSILON = timedelta(microseconds=1)

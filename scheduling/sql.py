@@ -1,7 +1,7 @@
 """The SQL the engine cannot express through the ORM, in one place.
 
 Each statement says what it does and which index serves it. Everything runs through
-``_execute`` on Django's connection, so it joins the caller's transaction. Datetimes
+``tiffin.db.fetch`` or ``execute`` on Django's connection, so it joins the caller's transaction. Datetimes
 are adapted with the backend's own adapter, so a claim key written here compares equal
 to one written by the ORM (SQLite stores naive UTC text, PostgreSQL timestamptz).
 """
@@ -9,7 +9,7 @@ to one written by the ORM (SQLite stores naive UTC text, PostgreSQL timestamptz)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -17,39 +17,39 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, models
 
 from scheduling.models import FINAL_STATUSES, JobRun
-from tiffin.db import adapt
+from tiffin.db import adapt, execute, fetch, id_in
 
 # Namespace for the two-key advisory locks, so they never collide with another app's.
 _ADVISORY_NAMESPACE = 0x7F1F
 
 
-def _execute(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [adapt(p) for p in params])
-        return list(cursor.fetchall()) if cursor.description else []
+@dataclass(frozen=True)
+class ClaimRow:
+    """One claim to insert: every NOT NULL column of job_runs a claim must supply (Django
+    keeps defaults in Python), each field named for its column."""
+
+    job_name: str
+    subject: str
+    scheduled_for: datetime
+    due_at: datetime
+    status: str
+    trigger: str
+    created_at: datetime
+    enqueued_at: datetime | None
+    finished_at: datetime | None
+    skip_reason: str
+    attempts: int = 0
+    worker: str = ""
+    error: str = ""
+    # The overlap policy the run follows instead of its job's ("" for the job's): a backfill's.
+    overlap: str = ""
 
 
-# Every NOT NULL column of job_runs a claim must supply (Django keeps defaults in Python).
-CLAIM_COLUMNS = (
-    "job_name",
-    "subject",
-    "scheduled_for",
-    "due_at",
-    "status",
-    "trigger",
-    "created_at",
-    "enqueued_at",
-    "finished_at",
-    "skip_reason",
-    "attempts",
-    "worker",
-    "error",
-    "overlap",
-)
+CLAIM_COLUMNS = tuple(field.name for field in fields(ClaimRow))
 
 
-def claim_runs(rows: Sequence[Sequence[Any]]) -> list[JobRun]:
-    """Insert claim rows (each follows CLAIM_COLUMNS); return the runs this caller won.
+def claim_runs(rows: Sequence[ClaimRow]) -> list[JobRun]:
+    """Insert claim rows; return the runs this caller won.
 
     ``INSERT ... ON CONFLICT DO NOTHING RETURNING`` on the unique key
     (job_name, subject, scheduled_for), served by the job_run_claim_key index: a row
@@ -66,16 +66,16 @@ def claim_runs(rows: Sequence[Sequence[Any]]) -> list[JobRun]:
         f"INSERT INTO job_runs ({', '.join(CLAIM_COLUMNS)}) VALUES {', '.join([row_sql] * len(rows))} "
         f"ON CONFLICT (job_name, subject, scheduled_for) DO NOTHING RETURNING {returned}"
     )
-    return list(JobRun.objects.raw(sql, [adapt(value) for row in rows for value in row]))
+    return list(JobRun.objects.raw(sql, [adapt(getattr(row, column)) for row in rows for column in CLAIM_COLUMNS]))
 
 
 def next_fence() -> int:
     """A new fencing token: nextval of job_runs_fence_seq on PostgreSQL (never reused,
     no lock held); on SQLite, the one-row counter under the single writer."""
     if connection.vendor == "postgresql":
-        return int(_execute("SELECT nextval('job_runs_fence_seq')", [])[0][0])
+        return int(fetch("SELECT nextval('job_runs_fence_seq')", [])[0][0])
     # An upsert, so a flushed table (manage.py flush, a transactional test) starts again.
-    rows = _execute(
+    rows = fetch(
         "INSERT INTO job_fence_counter (id, value) VALUES (1, 1) "
         "ON CONFLICT (id) DO UPDATE SET value = job_fence_counter.value + 1 RETURNING value",
         [],
@@ -91,7 +91,7 @@ def lock_job(job_name: str) -> None:
     nothing: IMMEDIATE transactions already hold its single write lock.
     """
     if connection.vendor == "postgresql":
-        _execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_ADVISORY_NAMESPACE, job_name])
+        fetch("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_ADVISORY_NAMESPACE, job_name])
 
 
 def run_hold(run_id: int, fence: int) -> bool:
@@ -99,9 +99,7 @@ def run_hold(run_id: int, fence: int) -> bool:
     share-locked until the caller's transaction ends (primary key lookup), so the abandon
     sweep's conditional update waits for the write instead of racing it."""
     lock = " FOR SHARE" if connection.vendor == "postgresql" else ""
-    rows = _execute(
-        f"SELECT 1 FROM job_runs WHERE id = %s AND status = 'running' AND fence = %s{lock}", [run_id, fence]
-    )
+    rows = fetch(f"SELECT 1 FROM job_runs WHERE id = %s AND status = 'running' AND fence = %s{lock}", [run_id, fence])
     return bool(rows)
 
 
@@ -109,7 +107,7 @@ def fence_advance(resource: str, token: int, now: datetime) -> bool:
     """Record ``token`` for ``resource`` if it is at least the highest seen; return
     whether it was accepted. The upsert takes the row lock, so concurrent writers of the
     same resource serialise until the caller's transaction ends (primary key lookup)."""
-    rows = _execute(
+    rows = fetch(
         "INSERT INTO job_fences (resource, token, updated_at) VALUES (%s, %s, %s) "
         "ON CONFLICT (resource) DO UPDATE SET token = excluded.token, updated_at = excluded.updated_at "
         "WHERE job_fences.token <= excluded.token RETURNING token",
@@ -196,13 +194,11 @@ def prune_batch_begin() -> None:
 
     The planner costs a batch's statements by the whole prunable range (millions of rows,
     each with the correlated cursor probe), far past ``jit_above_cost``, though the LIMIT
-    or the id array stops them after one batch: measured on 3M runs with stock settings,
-    JIT compiled each of the three statements for 1.2-2.1 s while running them took
-    5-25 ms. Nothing to do on SQLite.
+    or the id array stops them after one batch, so JIT compiled each statement for far
+    longer than it ran (BENCHMARKS.md, benchmark 6). Nothing to do on SQLite.
     """
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL jit = off")
+        execute("SET LOCAL jit = off")
 
 
 def prunable_runs_pick(rule: PruneRule, *, after: tuple[Any, int] | None, limit: int) -> list[tuple[Any, int]]:
@@ -223,7 +219,7 @@ def prunable_runs_pick(rule: PruneRule, *, after: tuple[Any, int] | None, limit:
         f"SELECT job_runs.finished_at, job_runs.id FROM job_runs WHERE {where}"
         f" ORDER BY job_runs.finished_at, job_runs.id LIMIT %s{lock}"
     )
-    return [(row[0], int(row[1])) for row in _execute(sql, [*params, limit])]
+    return [(row[0], int(row[1])) for row in fetch(sql, [*params, limit])]
 
 
 def prunable_runs_delete(rule: PruneRule, *, run_ids: Sequence[int]) -> tuple[int, int]:
@@ -231,24 +227,10 @@ def prunable_runs_delete(rule: PruneRule, *, run_ids: Sequence[int]) -> tuple[in
     them (job_run_events first); returns (runs, cascaded rows). Both statements re-check
     the rule; the primary key and each foreign key's index serve them."""
     where, params = _prunable(rule)
-    ids, id_params = _id_in("job_runs.id", run_ids)
+    ids, id_params = id_in("job_runs.id", run_ids)
     deletable = f"SELECT job_runs.id FROM job_runs WHERE {ids} AND {where}"
     cascaded = 0
     for table, column in _references()[0]:
-        cascaded += _rowcount(f"DELETE FROM {table} WHERE {column} IN ({deletable})", [*id_params, *params])
-    runs = _rowcount(f"DELETE FROM job_runs WHERE {ids} AND {where}", [*id_params, *params])
+        cascaded += execute(f"DELETE FROM {table} WHERE {column} IN ({deletable})", [*id_params, *params])
+    runs = execute(f"DELETE FROM job_runs WHERE {ids} AND {where}", [*id_params, *params])
     return runs, cascaded
-
-
-def _id_in(column: str, ids: Sequence[int]) -> tuple[str, list[Any]]:
-    """``column`` is one of ``ids``: one array parameter on PostgreSQL (a batch of
-    thousands of placeholders costs more to parse than to run), a list on SQLite."""
-    if connection.vendor == "postgresql":
-        return f"{column} = ANY(%s)", [list(ids)]
-    return f"{column} IN ({', '.join(['%s'] * len(ids))})", list(ids)
-
-
-def _rowcount(sql: str, params: Sequence[Any]) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [adapt(p) for p in params])
-        return max(int(cursor.rowcount), 0)

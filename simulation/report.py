@@ -34,8 +34,8 @@ from payouts.weeks import weeks_finished
 from scheduling import cron
 from scheduling.models import RETRY_STATUSES, JobKind, JobRun, JobRunEvent, RunStatus, Schedule, SchedulerNode, Trigger
 from simulation.models import ProbeCharge
+from tiffin.money import CENT
 
-CENT = Decimal("0.01")
 TRAFFIC_CUSTOMERS = "rush-"  # customer_ref prefix of the orders simulate_orders places
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 
 from django.db import connection
 
@@ -21,3 +23,38 @@ def wait_until_blocked(waiting: int = 1, timeout: float = 10.0) -> None:
                 return
         time.sleep(0.01)
     raise AssertionError("no backend started waiting for the lock")
+
+
+def in_own_connection(work: Callable[[], object]) -> Callable[[], None]:
+    """``work`` for a thread of its own: it closes the thread's connection however it ends."""
+
+    def run() -> None:
+        try:
+            work()
+        finally:
+            connection.close()
+
+    return run
+
+
+def race_behind_lock(
+    *, holder: Callable[[], object], holding: threading.Event, waiter: Callable[[], object], release: threading.Event
+) -> None:
+    """Pin ``waiter`` behind the lock ``holder`` takes, then let go:
+
+    1. Start ``holder`` in a thread and wait until it sets ``holding`` (it holds the lock
+       and then waits for ``release``).
+    2. Start ``waiter`` in another and wait until PostgreSQL shows it blocked on a lock.
+    3. Set ``release`` and wait for both threads to finish.
+    """
+    first, second = (
+        threading.Thread(target=in_own_connection(holder)),
+        threading.Thread(target=in_own_connection(waiter)),
+    )
+    first.start()
+    assert holding.wait(10)
+    second.start()
+    wait_until_blocked()
+    release.set()
+    first.join()
+    second.join()

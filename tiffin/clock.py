@@ -97,10 +97,6 @@ def real_seconds(seconds: float) -> float:
     return simulated.real_seconds(seconds) if simulated is not None else seconds
 
 
-def is_simulated() -> bool:
-    return _simulated() is not None
-
-
 # --- The database's clock ---------------------------------------------------------------
 
 # Unix time at the Julian day 0 of SQLite's julianday(): 'now' as seconds since the epoch.

@@ -178,8 +178,6 @@ SCHEDULER_DUE_BATCH = env_int("SCHEDULER_DUE_BATCH", 2000, minimum=1)
 SCHEDULER_DUE_WINDOW_SECONDS = env_float("SCHEDULER_DUE_WINDOW_SECONDS", 0.25, minimum=0.0)
 # A run still 'enqueued' after this long gets another task (a lost task; duplicates are harmless).
 SCHEDULER_REQUEUE_AFTER_SECONDS = env_int("SCHEDULER_REQUEUE_AFTER_SECONDS", 600, minimum=1)
-# Seconds without a heartbeat after which a running run is abandoned (per job override).
-SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS = env_int("SCHEDULER_HEARTBEAT_TIMEOUT_SECONDS", 300, minimum=1)
 # The Redis that `simulate --strategy redis-lock` takes its lock on (nothing else uses Redis).
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 # Extra modules declaring jobs, imported at start (the scenarios use it for test-only jobs).
@@ -193,9 +191,8 @@ SCHEDULER_DEAD_RUN_RETENTION_DAYS = env_int("SCHEDULER_DEAD_RUN_RETENTION_DAYS",
 # Resolved alerts, and scheduler nodes whose last pass is older than this, are forgotten.
 SCHEDULER_ALERT_RETENTION_DAYS = env_int("SCHEDULER_ALERT_RETENTION_DAYS", 30, minimum=1)
 SCHEDULER_NODE_RETENTION_DAYS = env_int("SCHEDULER_NODE_RETENTION_DAYS", 7, minimum=1)
-# Runs per prune transaction (with their events): short, so no lock is held for long. On
-# 10M runs (bench.history) batches of 2,000 took 151 ms (p50), 300 ms (p99), past the
-# 100 ms goal, while deleting 13,000 runs a second, 65 x what 200 orders/s insert.
+# Runs per prune transaction (with their events): short, so no lock is held for long
+# (batches of 2,000 missed the 100 ms goal on 10M runs: BENCHMARKS.md, benchmark 6).
 SCHEDULER_PRUNE_BATCH_SIZE = env_int("SCHEDULER_PRUNE_BATCH_SIZE", 500, minimum=1)
 # The prune job rests this long after each batch, so back-to-back deletes do not crowd
 # out claims and order placements on a small machine (bench.history measures both).

@@ -19,7 +19,7 @@ from carts.services import cart_add_item, cart_create, carts_delete_stale
 from scheduling.execution import runs_execute
 from scheduling.models import RunStatus
 from scheduling.services import run_claim_manual
-from tests.locks import wait_until_blocked
+from tests.locks import race_behind_lock
 
 TICK = datetime(2027, 3, 10, 2, 0, tzinfo=UTC)  # a clean-carts tick
 CUTOFF = TICK - timedelta(days=7)
@@ -136,27 +136,16 @@ def test_a_change_that_arrives_during_a_batch_waits_and_finds_the_cart_gone(monk
     outcome: dict[str, Any] = {}
 
     def clean_up() -> None:
-        try:
-            outcome["result"] = carts_delete_stale(cutoff=CUTOFF, batch_size=10)
-        finally:
-            connection.close()
+        outcome["result"] = carts_delete_stale(cutoff=CUTOFF, batch_size=10)
 
     def customer() -> None:
         try:
             cart_add_item(cart_id=doomed.pk, sku="gulab-jamun", quantity=1, unit_price=Decimal("4.50"), now=TICK)
         except CartNotFoundError as error:
             outcome["customer"] = error
-        finally:
-            connection.close()
 
-    cleaner, shopper = threading.Thread(target=clean_up), threading.Thread(target=customer)
-    cleaner.start()
-    assert items_deleted.wait(10)
-    shopper.start()
-    wait_until_blocked()  # the customer's touch waits for the batch's row lock
-    release.set()
-    cleaner.join()
-    shopper.join()
+    # The customer's touch waits for the batch's row lock.
+    race_behind_lock(holder=clean_up, holding=items_deleted, waiter=customer, release=release)
     assert outcome["result"].carts == 1
     assert isinstance(outcome.get("customer"), CartNotFoundError)
     assert not Cart.objects.filter(pk=doomed.pk).exists()

@@ -26,7 +26,7 @@ from scheduling.models import JobRun, RunStatus
 from scheduling.registry import registry
 from scheduling.services import run_schedule_delayed
 from tests.engine import drain_queue, queued_tasks
-from tests.locks import wait_until_blocked
+from tests.locks import race_behind_lock
 from tiffin import clock
 
 PLACED_AT = datetime(2027, 3, 10, 12, 0, tzinfo=UTC)
@@ -230,28 +230,13 @@ def test_an_accept_still_committing_at_the_deadline_wins_over_the_cancellation(r
     accepting, commit = threading.Event(), threading.Event()
 
     def restaurant_accepts() -> None:
-        try:
-            with transaction.atomic():
-                order_accept(order_id=order.pk, now=DEADLINE - timedelta(milliseconds=1))
-                accepting.set()
-                commit.wait(10)
-        finally:
-            connection.close()
+        with transaction.atomic():
+            order_accept(order_id=order.pk, now=DEADLINE - timedelta(milliseconds=1))
+            accepting.set()
+            commit.wait(10)
 
-    def worker() -> None:
-        try:
-            run_due(DEADLINE)
-        finally:
-            connection.close()
-
-    accepter, cancel = threading.Thread(target=restaurant_accepts), threading.Thread(target=worker)
-    accepter.start()
-    assert accepting.wait(10)
-    cancel.start()
-    wait_until_blocked()  # the cancellation's UPDATE waits for the accept's row lock
-    commit.set()
-    accepter.join()
-    cancel.join()
+    # The cancellation's UPDATE waits for the accept's row lock.
+    race_behind_lock(holder=restaurant_accepts, holding=accepting, waiter=lambda: run_due(DEADLINE), release=commit)
     assert status(order) == OrderStatus.ACCEPTED
     assert cancellation_of(order).result == {
         "orders": 1,

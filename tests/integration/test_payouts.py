@@ -40,8 +40,7 @@ from scheduling.registry import registry
 from scheduling.schedules import schedules_register
 from scheduling.services import run_claim_manual
 from tests.engine import drain_queue, pay
-
-CENT = Decimal("0.01")
+from tiffin.money import CENT
 
 
 @pytest.fixture

@@ -129,6 +129,16 @@ class ScenarioDatabase:
         return dict(self.rows(query, params))
 
 
+@dataclass(frozen=True)
+class PinnedRun:
+    """A payout run pinned by ``Scenario.payout_run_pinned``: its first attempt's fence,
+    and the database backend of its blocked write."""
+
+    run_id: int
+    fence: int
+    backend: int
+
+
 class Scenario:
     """One scenario's database, processes and clock helpers."""
 
@@ -207,6 +217,23 @@ class Scenario:
 
         wait_for(seen, timeout=timeout, interval=0.02, what=f"a {status} run of {job_name}")
         return found[0]
+
+    @contextmanager
+    def payout_run_pinned(self, lock: str, *, start: datetime, speed: float) -> Iterator[PinnedRun]:
+        """The preamble of the fault scenarios: seed 30 restaurants with six weeks of orders
+        up to ``start`` (just before the Sunday payout tick), take ``lock`` (the table the
+        payout run's next statement needs), start two workers and two schedulers on a clock
+        from ``start`` at ``speed``, and wait until the run's first attempt is blocked on the
+        lock. The block injects the fault while the lock is held; leaving it lets go."""
+        self.seed(restaurants=30, weeks=6, now=start)
+        clock = SimulatedTime.starting(start, speed=speed, lead=4.0)
+        with self.db.holding(lock) as holder:
+            self.start_workers(clock, 2, q_workers=2)
+            self.start_schedulers(clock, 2)
+            backend = self.db.wait_blocked_by(holder, timeout=30)
+            run_id = self.wait_for_run("weekly-payouts", "running", timeout=5, attempt=1)
+            fence = self.db.scalar("SELECT fence FROM job_runs WHERE id = %s", [run_id])
+            yield PinnedRun(run_id=run_id, fence=fence, backend=backend)
 
     def run_worker(self, run_id: int) -> Process:
         """The fleet process executing ``run_id`` (job_runs.worker is 'host:pid' of a django-q2 worker)."""

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from simulation.processes import SimulatedTime, wait_for
+from simulation.processes import wait_for
 from tests.scenarios.harness import Scenario
 from tests.scenarios.ledger import assert_ledger_correct
 
@@ -30,14 +30,8 @@ SPEED = 120.0  # the payout job's 600 s heartbeat timeout passes in 5 real secon
 
 def test_a_run_killed_mid_write_is_abandoned_and_rerun_paying_each_week_once(scenario: Scenario) -> None:
     db = scenario.db
-    scenario.seed(restaurants=30, weeks=6, now=START)
-    clock = SimulatedTime.starting(START, speed=SPEED, lead=4.0)
-    with db.holding("LOCK TABLE payouts_payout IN SHARE MODE") as holder:
-        scenario.start_workers(clock, 2, q_workers=2)
-        scenario.start_schedulers(clock, 2)
-        blocked = db.wait_blocked_by(holder, timeout=30)
-        run_id = scenario.wait_for_run("weekly-payouts", "running", timeout=5, attempt=1)
-        first_fence = db.scalar("SELECT fence FROM job_runs WHERE id = %s", [run_id])
+    with scenario.payout_run_pinned("LOCK TABLE payouts_payout IN SHARE MODE", start=START, speed=SPEED) as pinned:
+        run_id, first_fence, blocked = pinned.run_id, pinned.fence, pinned.backend
         victim = scenario.run_worker(run_id)
         victim.send(signal.SIGKILL)
         wait_for(lambda: not victim.alive(), timeout=10, what="the worker dying")

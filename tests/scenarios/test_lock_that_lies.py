@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from simulation.processes import SimulatedTime, wait_for
+from simulation.processes import wait_for
 from tests.scenarios.harness import Scenario
 from tests.scenarios.ledger import assert_ledger_correct
 
@@ -31,14 +31,9 @@ SPEED = 120.0
 
 def test_a_paused_worker_that_wakes_after_its_run_moved_on_is_refused_by_the_fence(scenario: Scenario) -> None:
     db = scenario.db
-    scenario.seed(restaurants=30, weeks=6, now=START)
-    clock = SimulatedTime.starting(START, speed=SPEED, lead=4.0)
-    with db.holding("LOCK TABLE orders_restaurant IN ACCESS EXCLUSIVE MODE") as holder:
-        scenario.start_workers(clock, 2, q_workers=2)
-        scenario.start_schedulers(clock, 2)
-        db.wait_blocked_by(holder, timeout=30)
-        run_id = scenario.wait_for_run("weekly-payouts", "running", timeout=5, attempt=1)
-        stale_fence = db.scalar("SELECT fence FROM job_runs WHERE id = %s", [run_id])
+    lock = "LOCK TABLE orders_restaurant IN ACCESS EXCLUSIVE MODE"
+    with scenario.payout_run_pinned(lock, start=START, speed=SPEED) as pinned:
+        run_id, stale_fence = pinned.run_id, pinned.fence
         sleeper = scenario.run_worker(run_id)
         sleeper.send(signal.SIGSTOP)
 

@@ -1,11 +1,12 @@
-"""Misfire planning is pure: ticks in, decisions out."""
+"""The policies are pure: ticks (or the job's other runs) in, decisions out."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from scheduling.models import Misfire, RunStatus, SkipReason
-from scheduling.policies import misfire_plan
+from scheduling.models import Misfire, Overlap, RunStatus, SkipReason
+from scheduling.policies import OverlapDecision, misfire_plan, overlap_blockers, overlap_decide
 from tests.engine import T0, make_job
 
 TICKS = [T0 + timedelta(minutes=10 * n) for n in range(6)]
@@ -50,3 +51,51 @@ def test_backoff_doubles_per_attempt_and_is_capped():
     job = make_job(backoff_seconds=30)
     assert [job.backoff_for(n) for n in (1, 2, 3)] == [30, 60, 120]
     assert job.backoff_for(30) == 3600
+
+
+# --- Overlap: what blocks a run at TICKS[2], given the job's other runs -----------------
+
+
+@dataclass(frozen=True)
+class _Run:
+    name: str
+    scheduled_for: datetime
+
+
+OLDER_RUNNING = _Run("older running", TICKS[1])
+NEWER_RUNNING = _Run("newer running", TICKS[3])
+OLDER_WAITING = [_Run("oldest waiting", TICKS[0]), _Run("older waiting", TICKS[1])]
+NEWER_WAITING = _Run("newer waiting", TICKS[4])
+
+
+def _blockers(overlap, *, running=(OLDER_RUNNING, NEWER_RUNNING), waiting=(NEWER_WAITING, *OLDER_WAITING[::-1])):
+    job = make_job(overlap=overlap)
+    blockers = overlap_blockers(
+        policy=job.overlap, scheduled_for=TICKS[2], running=list(running), waiting=list(waiting)
+    )
+    return [run.name for run in blockers], overlap_decide(policy=job.overlap, blockers=blockers)
+
+
+def test_queue_waits_behind_every_running_run_and_the_older_waiting_ones_oldest_first():
+    assert _blockers(Overlap.QUEUE) == (
+        ["older running", "newer running", "oldest waiting", "older waiting"],
+        OverlapDecision.WAIT,
+    )
+
+
+def test_queue_starts_when_nothing_runs_and_only_newer_runs_wait():
+    assert _blockers(Overlap.QUEUE, running=(), waiting=(NEWER_WAITING,)) == ([], OverlapDecision.START)
+
+
+def test_forbid_skips_beside_any_running_run_and_ignores_waiting_ones():
+    assert _blockers(Overlap.FORBID) == (["older running", "newer running"], OverlapDecision.SKIP)
+    assert _blockers(Overlap.FORBID, running=()) == ([], OverlapDecision.START)
+
+
+def test_replace_is_blocked_only_by_a_newer_running_run():
+    assert _blockers(Overlap.REPLACE) == (["newer running"], OverlapDecision.SKIP)
+    assert _blockers(Overlap.REPLACE, running=(OLDER_RUNNING,)) == ([], OverlapDecision.START)
+
+
+def test_allow_always_starts():
+    assert _blockers(Overlap.ALLOW) == ([], OverlapDecision.START)

@@ -138,6 +138,10 @@ class Command(TiffinCommand):
             raise CommandError(f"the database already has {found}; pass --reset to forget them first")
 
 
+# Schedulers look for due runs every 0.2 real seconds; django-q2 polls every 0.05.
+_PROCESS_ENVIRONMENT = {"SCHEDULER_POLL_SECONDS": "0.2", "Q_POLL_SECONDS": "0.05", "LOG_LEVEL": "INFO"}
+
+
 def _plan(options: dict[str, Any]) -> SimulationPlan:
     try:
         duration = parse_duration(options["duration"])
@@ -159,10 +163,6 @@ def _plan(options: dict[str, Any]) -> SimulationPlan:
         fault_job=options["fault_job"],
         environment={"SCHEDULING_EXTRA_JOB_MODULES": "simulation.probe_jobs", **_PROCESS_ENVIRONMENT},
     )
-
-
-# Schedulers look for due runs every 0.2 real seconds; django-q2 polls every 0.05.
-_PROCESS_ENVIRONMENT = {"SCHEDULER_POLL_SECONDS": "0.2", "Q_POLL_SECONDS": "0.05", "LOG_LEVEL": "INFO"}
 
 
 def _chaos(options: dict[str, Any], plan: SimulationPlan) -> ChaosSchedule | None:
