@@ -105,6 +105,8 @@ def run_seed(options: argparse.Namespace, seed: int) -> SeedResult:
         [*manage, *simulate, "--json", "--log-dir", log_dir], env=env, cwd=PROJECT_DIR, capture_output=True, text=True
     )
     seconds = time.monotonic() - began
+    (Path(log_dir) / "simulate.json").write_text(done.stdout)
+    (Path(log_dir) / "simulate.err").write_text(done.stderr)
     try:
         report: dict[str, Any] = json.loads(done.stdout)
     except json.JSONDecodeError:
