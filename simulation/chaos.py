@@ -229,15 +229,6 @@ class ChaosSimulation(Simulation):
         self.gone: set[int] = set()  # servers that left
         self.offsets: dict[int, float] = dict(enumerate(schedule.skews, start=1))
 
-    def _env(self, *, skew: float = 0.0) -> dict[str, str]:
-        """django-q2's task timeout and broker lock are real seconds: scaled to the clock, a
-        task a killed or stopped cluster had taken comes back after the production delay,
-        in simulated time (unscaled, 31 real minutes: days of simulated time)."""
-        q_cluster: dict[str, Any] = settings.Q_CLUSTER
-        timeout = max(1, round(q_cluster["timeout"] / self.plan.speed))
-        retry = max(timeout + 1, round(q_cluster["retry"] / self.plan.speed))
-        return {**super()._env(skew=skew), "Q_TIMEOUT_SECONDS": str(timeout), "Q_RETRY_SECONDS": str(retry)}
-
     def _injections(self) -> Iterator[tuple[datetime, Callable[[], None]]]:
         for fault in self.schedule.faults:
             yield self.plan.start + fault.at, partial(self._chaos, fault)

@@ -19,8 +19,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from django.conf import settings
 from django.db import close_old_connections
 from django.db.models import QuerySet
 
@@ -175,7 +176,16 @@ class Simulation:
         self.fleet.start(f"scheduler-{number}", ["run_scheduler"], env=self._env(skew=skew))
 
     def _env(self, *, skew: float = 0.0) -> dict[str, str]:
-        return {**self.clock.environment(skew=skew), "Q_WORKERS": str(self.plan.workers)}
+        return {**self.clock.environment(skew=skew), "Q_WORKERS": str(self.plan.workers), **self._q_timing()}
+
+    def _q_timing(self) -> dict[str, str]:
+        """django-q2's task timeout and broker lock are real seconds: scaled to the clock, a
+        task a crashed or paused cluster had taken is handed out again after the production
+        delay in simulated time (unscaled, after 31 real minutes: never, in a simulation)."""
+        q_cluster: dict[str, Any] = settings.Q_CLUSTER
+        timeout = max(1, round(q_cluster["timeout"] / self.plan.speed))
+        retry = max(timeout + 1, round(q_cluster["retry"] / self.plan.speed))
+        return {"Q_TIMEOUT_SECONDS": str(timeout), "Q_RETRY_SECONDS": str(retry)}
 
     def _advance_to(self, instant: datetime) -> None:
         """Sleep until ``instant`` (simulated), carrying out restarts and resumes on the way."""
