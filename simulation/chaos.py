@@ -395,7 +395,7 @@ def _run_of(worker: Process) -> JobRun | None:
 
 def _claims_while_down(down: datetime, up: datetime) -> str:
     claims = JobRun.objects.filter(trigger=Trigger.CRON, scheduled_for__gt=down, scheduled_for__lte=up)
-    return f"{claims.count()} cron ticks due while it was down, each claimed by another scheduler or on its return"
+    return f"{claims.count()} cron ticks due while it was down were claimed (by the others, or by it on its return)"
 
 
 def _own_connection() -> psycopg.Connection[tuple[Any, ...]]:
