@@ -39,9 +39,13 @@ def test_simulate_with_every_fault_keeps_every_invariant_and_exits_0(scenario: S
     assert all(job["never_claimed"] == 0 and job["broken"] == [] for job in report["jobs"])
     faults = report["faults"]
     assert [line.split()[0] for line in faults] == ["kill-scheduler", "crash-worker", "pause-worker"]
-    recovery = report["recovery"]
-    # The crash and the pause each cost a run its lease; the paused worker's late word was refused.
-    assert recovery["abandoned"] >= 2 and recovery["fence_or_finish_rejected"] >= 1
+    # The crash and the pause each cost the run they hit its lease, and the paused worker's
+    # late word was refused. Which run was in flight (if any) is timing: the assertion
+    # follows what each fault hit.
+    hits = [(line, story) for line, story in zip(faults, report["fault_stories"], strict=True) if story]
+    assert all("abandoned" in story for _, story in hits), hits
+    if any(line.startswith("pause-worker") for line, _ in hits):
+        assert report["recovery"]["fence_or_finish_rejected"] >= 1
     assert report["payouts"]["checked"] >= 9 and report["payouts"]["unpaid_weeks"] == 0
     # The report's own counts, checked once more straight from the database.
     db = scenario.db

@@ -212,6 +212,7 @@ def _plan_json(plan: SimulationPlan, outcome: SimulationOutcome) -> dict[str, An
             "skew_seconds": plan.skew,
         },
         "faults": [record.line() for record in outcome.faults],
+        "fault_stories": [record.story() for record in outcome.faults],
     }
 
 
