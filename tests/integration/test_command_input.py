@@ -83,3 +83,18 @@ def test_a_number_option_that_is_not_finite_is_refused_before_anything_is_writte
         call_command(*command[:-1], f"{command[-1]}={value}", stdout=StringIO(), stderr=StringIO())
     assert not Order.objects.exists()
     assert _nothing_written()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--chaos", "3", "--crash-worker"], "--chaos draws its own faults"),
+        (["--chaos", "3", "--skew", "30"], "--chaos draws its own faults"),
+        (["--chaos", "3", "--servers", "1"], "--chaos needs at least 2 servers"),
+    ],
+)
+def test_chaos_with_faults_of_its_own_or_one_server_is_refused_before_anything_is_written(options, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("simulate", *options, stdout=StringIO(), stderr=StringIO())
+    assert _nothing_written()
