@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduling import cron
-from simulation.processes import SimulatedTime
+from simulation.processes import SimulatedTime, wait_for
 from tests.scenarios.harness import Scenario
 from tests.scenarios.ledger import assert_ledger_correct, weeks_due
 
@@ -59,6 +59,11 @@ def test_after_an_outage_payouts_catch_up_deadline_ticks_are_skipped_and_check_r
         process.env.update(after.environment())
         scenario.fleet.restart(process.name)
     after.sleep_until(BACK_AT + timedelta(minutes=10))
+    # Ten simulated minutes are five real seconds: a loaded machine may take longer than
+    # that to boot the processes again, so wait for the catch-up itself (the guard only
+    # ends a hung run).
+    paid = "SELECT count(*) FROM job_runs WHERE job_name = 'weekly-payouts' AND status = 'succeeded'"
+    wait_for(lambda: db.scalar(paid) == len(MISSED_PAYOUT_TICKS), timeout=120, interval=0.2, what="the catch-up")
     scenario.stop("scheduler")
     scenario.wait_until_idle(timeout=30)
     scenario.stop("worker")

@@ -197,7 +197,7 @@ def _latest_sunday_evening() -> datetime:
 def _process_problems(outcome: SimulationOutcome) -> list[str]:
     problems = [f"process {name} exited on its own" for name in outcome.crashed]
     if not outcome.drained:
-        problems.append("runs still in flight a minute after the schedulers stopped")
+        problems.append("runs still in flight after a minute in which none finished, once the schedulers stopped")
     return problems
 
 
