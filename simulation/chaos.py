@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import random
 import signal
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -253,27 +254,25 @@ class ChaosSimulation(Simulation):
         self._record(inject(fault))
 
     def _worker_in_flight(self, fault: ChaosFault) -> tuple[Process, JobRun | None]:
-        """The worker running a settlement (or any run), else the fault's server's worker,
-        else any live worker."""
-        run = self._running(TARGET_JOB, within=TARGET_WAIT_SECONDS)
-        owner = self.fleet.owner_of(_pid(run.worker)) if run else None
-        if owner is not None:
-            return owner, run
-        return self._live(f"worker-{fault.server}", "worker-"), None
+        """The running worker with a settlement in flight (waiting up to TARGET_WAIT_SECONDS
+        for one), else the fault's server's worker (or any live one) with what it runs."""
+        deadline = time.monotonic() + self.clock.real_seconds(TARGET_WAIT_SECONDS)
+        while time.monotonic() < deadline:
+            if found := self._settlement_in_flight():
+                return found
+            time.sleep(0.05)
+        worker = self._live(f"worker-{fault.server}", "worker-")
+        return worker, _run_of(worker)
 
-    def _running(self, job_name: str, *, within: float) -> JobRun | None:
-        """A running run of ``job_name`` (waiting up to ``within`` simulated seconds), else
-        any running run, else None."""
-        running = JobRun.objects.filter(status=RunStatus.RUNNING).order_by("started_at")
-        try:
-            wait_for(
-                lambda: _fresh(running.filter(job_name=job_name)),
-                timeout=self.clock.real_seconds(within),
-                what=f"a {job_name} run",
-            )
-        except TimeoutError:
-            return running.first()
-        return running.filter(job_name=job_name).first()
+    def _settlement_in_flight(self) -> tuple[Process, JobRun] | None:
+        """A settlement run and its worker, if that worker is alive and not paused (a run
+        whose worker was just killed or stopped is still ``running`` for a while)."""
+        close_old_connections()
+        for run in JobRun.objects.filter(job_name=TARGET_JOB, status=RunStatus.RUNNING).order_by("started_at"):
+            owner = self.fleet.owner_of(_pid(run.worker))
+            if owner is not None and owner.alive() and owner.signals[-1:] != ["SIGSTOP"]:
+                return owner, run
+        return None
 
     def _live(self, name: str, prefix: str) -> Process:
         process = self.fleet.processes.get(name)
