@@ -51,6 +51,7 @@ QUIET_START, QUIET_END = 0.05, 0.25
 # or to finish (with nothing to write): only a guard against hanging, since while the pin
 # is held the run can do nothing else.
 PIN_WAIT_SECONDS = 120.0
+NOT_INJECTED = "not injected"
 PAYOUT_CRON = "30 20 * * 0"  # payouts/jobs.py: the tick a mid-payout kill is aimed at
 # Simulated seconds a kill or a pause waits for a settlement to be in flight (one runs
 # three minutes of every ten): longer, and the schedule drifts behind its instants.
@@ -208,6 +209,10 @@ class ChaosRecord:
     recovered: str = ""
     story_of: Callable[[], str] | None = field(default=None, repr=False)
 
+    @property
+    def injected(self) -> bool:
+        return not self.hit.startswith(NOT_INJECTED)
+
     def line(self) -> str:
         return f"{self.fault.kind} {self.target} at {self.at:%Y-%m-%d %H:%M:%S}: {self.hit}"
 
@@ -243,7 +248,7 @@ class ChaosSimulation(Simulation):
         close_old_connections()
         quiet_from = self.plan.start + self.plan.duration * (1 - QUIET_END)
         if self.clock.now() > quiet_from:  # the injector fell behind (a loaded machine)
-            late = f"not injected: reached at {self.clock.now():%H:%M:%S}, inside the quiet end of the run"
+            late = f"{NOT_INJECTED}: reached at {self.clock.now():%H:%M:%S}, inside the quiet end of the run"
             self._record(ChaosRecord(fault, self.clock.now(), "-", late))
             return
         inject = {

@@ -112,7 +112,9 @@ def run_seed(options: argparse.Namespace, seed: int) -> SeedResult:
     except json.JSONDecodeError:
         return SeedResult(seed, ok=False, seconds=seconds, problems=[f"no report: {done.stderr[-500:]}"])
     ok = done.returncode == 0 and report["ok"]
-    return SeedResult(seed, ok=ok, seconds=seconds, by_kind=report["chaos"]["by_kind"], problems=report["problems"])
+    return SeedResult(
+        seed, ok=ok, seconds=seconds, by_kind=report["chaos"]["injected_by_kind"], problems=report["problems"]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

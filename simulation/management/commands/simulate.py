@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -149,8 +150,17 @@ def _chaos(options: dict[str, Any], plan: SimulationPlan) -> ChaosSchedule | Non
 def _chaos_json(chaos: ChaosSchedule | None, outcome: SimulationOutcome) -> dict[str, Any]:
     if chaos is None:
         return {}
-    records = [record.as_json() for record in outcome.faults if isinstance(record, ChaosRecord)]
-    return {"chaos": {"seed": chaos.seed, "schedule": chaos.lines(), "by_kind": chaos.by_kind(), "faults": records}}
+    records = [record for record in outcome.faults if isinstance(record, ChaosRecord)]
+    injected = Counter(str(record.fault.kind) for record in records if record.injected)
+    return {
+        "chaos": {
+            "seed": chaos.seed,
+            "schedule": chaos.lines(),
+            "by_kind": chaos.by_kind(),
+            "injected_by_kind": {kind: injected[kind] for kind in chaos.by_kind()},
+            "faults": [record.as_json() for record in records],
+        }
+    }
 
 
 def _faults(options: dict[str, Any], duration: timedelta) -> list[Fault]:
