@@ -24,7 +24,7 @@ from simulation.processes import SimulatedTime, wait_for
 from tests.scenarios.harness import Scenario
 from tests.scenarios.ledger import assert_ledger_correct, weeks_due
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
 
 DOWN_AT = datetime(2027, 3, 7, 19, 10, tzinfo=UTC)  # Sunday, before the 20:30 payout tick
 BACK_AT = datetime(2027, 3, 15, 9, 0, tzinfo=UTC)  # the next Monday morning
@@ -47,6 +47,11 @@ def test_after_an_outage_payouts_catch_up_deadline_ticks_are_skipped_and_check_r
     scenario.fleet.environment["SCHEDULER_MAX_TICKS_PER_PASS"] = "5000"
     before = SimulatedTime.starting(DOWN_AT - timedelta(minutes=10), speed=SPEED, lead=4.0)
     _run_fleet(scenario, before)
+    # The processes have the clock's lead plus ten simulated minutes (nine real seconds) to
+    # boot, register the schedules and make a pass; a loaded machine may need longer, and
+    # an outage that began before then would leave nothing to catch up.
+    passes = "SELECT coalesce(sum(passes), 0) FROM job_scheduler_nodes"
+    wait_for(lambda: db.scalar(passes) > 0, timeout=120, interval=0.2, what="a scheduler pass before the outage")
     before.sleep_until(DOWN_AT)
     for process in scenario.fleet.processes.values():
         process.send(signal.SIGKILL)  # the outage: nothing stops cleanly
