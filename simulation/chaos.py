@@ -247,8 +247,7 @@ class ChaosSimulation(Simulation):
 
     def _chaos(self, fault: ChaosFault) -> None:
         close_old_connections()
-        quiet_from = self.plan.start + self.plan.duration * (1 - QUIET_END)
-        if self.clock.now() > quiet_from:  # the injector fell behind (a loaded machine)
+        if self.clock.now() > self._quiet_from():  # the injector fell behind (a loaded machine)
             late = f"{NOT_INJECTED}: reached at {self.clock.now():%H:%M:%S}, inside the quiet end of the run"
             self._record(ChaosRecord(fault, self.clock.now(), "-", late))
             return
@@ -263,6 +262,9 @@ class ChaosSimulation(Simulation):
             ChaosKind.SERVER_LEAVE: self._server_leave,
         }[fault.kind]
         self._record(inject(fault))
+
+    def _quiet_from(self) -> datetime:
+        return self.plan.start + self.plan.duration * (1 - QUIET_END)
 
     def _worker_in_flight(self, fault: ChaosFault) -> tuple[Process, JobRun | None]:
         """The running worker with a settlement in flight (waiting up to TARGET_WAIT_SECONDS
@@ -320,6 +322,9 @@ class ChaosSimulation(Simulation):
             if not _blocked_by(pin):
                 pin.rollback()
                 return ChaosRecord(fault, self.clock.now(), "-", "the payout run never reached its write")
+            if self.clock.now() > self._quiet_from():  # too late to recover before the end
+                pin.rollback()
+                return ChaosRecord(fault, self.clock.now(), "-", f"{NOT_INJECTED}: the write blocked in the quiet end")
             close_old_connections()
             run = JobRun.objects.filter(job_name=PAYOUT_JOB, status=RunStatus.RUNNING).order_by("-started_at").first()
             victim = self.fleet.owner_of(_pid(run.worker)) if run else None

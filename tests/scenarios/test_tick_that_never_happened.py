@@ -48,10 +48,10 @@ def test_after_an_outage_payouts_catch_up_deadline_ticks_are_skipped_and_check_r
     before = SimulatedTime.starting(DOWN_AT - timedelta(minutes=10), speed=SPEED, lead=4.0)
     _run_fleet(scenario, before)
     # The processes have the clock's lead plus ten simulated minutes (nine real seconds) to
-    # boot, register the schedules and make a pass; a loaded machine may need longer, and
+    # boot, register the schedules and claim a tick; a loaded machine may need longer, and
     # an outage that began before then would leave nothing to catch up.
-    passes = "SELECT coalesce(sum(passes), 0) FROM job_scheduler_nodes"
-    wait_for(lambda: db.scalar(passes) > 0, timeout=120, interval=0.2, what="a scheduler pass before the outage")
+    claimed = "SELECT count(*) FROM job_runs WHERE job_name = 'cancel-stale-orders'"
+    wait_for(lambda: db.scalar(claimed) > 0, timeout=120, interval=0.2, what="a claim before the outage")
     before.sleep_until(DOWN_AT)
     for process in scenario.fleet.processes.values():
         process.send(signal.SIGKILL)  # the outage: nothing stops cleanly
