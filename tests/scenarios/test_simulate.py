@@ -40,14 +40,13 @@ def test_simulate_with_every_fault_keeps_every_invariant_and_exits_0(scenario: S
     assert all(job["never_claimed"] == 0 and job["broken"] == [] for job in report["jobs"])
     faults = report["faults"]
     assert [line.split()[0] for line in faults] == ["kill-scheduler", "crash-worker", "pause-worker"]
-    # The crash and the pause each cost the settlement they hit its lease (it heartbeats,
-    # with a timeout shorter than the pause), and the paused worker's late word was
-    # refused. Which run was in flight (a settlement, another run, none) is timing: the
-    # assertion follows what each fault hit.
+    # Every settlement the crash or the pause hit was finished, once; one that lost its
+    # lease (a crash always, a pause when a scheduler saw the heartbeat stale before the
+    # SIGCONT: how soon depends on the machine) had the paused worker's late word refused.
     stories = zip(faults, report["fault_stories"], strict=True)
     hits = [(line, story) for line, story in stories if story.startswith(f"{TARGET_JOB} ")]
-    assert all("abandoned" in story for _, story in hits), hits
-    if any(line.startswith("pause-worker") for line, _ in hits):
+    assert all("-> succeeded" in story for _, story in hits), hits
+    if any(line.startswith("pause-worker") and "abandoned" in story for line, story in hits):
         assert report["recovery"]["fence_or_finish_rejected"] >= 1
     assert report["payouts"]["checked"] >= 9 and report["payouts"]["unpaid_weeks"] == 0
     # The report's own counts, checked once more straight from the database.
