@@ -66,8 +66,8 @@ def parse_seeds(text: str) -> list[int]:
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m simulation.chaos_table", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="1-20", help="seeds, e.g. 1-20 or 3,7,9 (default 1-20)")
-    parser.add_argument("--duration", default="2h", help="simulated time per seed (default 2h)")
-    parser.add_argument("--speed", default="120", help="simulated seconds per real second (default 120)")
+    parser.add_argument("--duration", default="1h", help="simulated time per seed (default 1h)")
+    parser.add_argument("--speed", default="60", help="simulated seconds per real second (default 60)")
     parser.add_argument("--servers", default="3", help="servers at the start (default 3)")
     parser.add_argument("--start", default="2027-03-07T20:00:00+00:00", help="simulated start (a Sunday 20:00 UTC)")
     parser.add_argument("--break", dest="broken", default="", help="run a deliberately broken build (probe_jobs)")
@@ -105,12 +105,16 @@ def run_seed(options: argparse.Namespace, seed: int) -> SeedResult:
         [*manage, *simulate, "--json", "--log-dir", log_dir], env=env, cwd=PROJECT_DIR, capture_output=True, text=True
     )
     seconds = time.monotonic() - began
+    (Path(log_dir) / "simulate.json").write_text(done.stdout)
+    (Path(log_dir) / "simulate.err").write_text(done.stderr)
     try:
         report: dict[str, Any] = json.loads(done.stdout)
     except json.JSONDecodeError:
         return SeedResult(seed, ok=False, seconds=seconds, problems=[f"no report: {done.stderr[-500:]}"])
     ok = done.returncode == 0 and report["ok"]
-    return SeedResult(seed, ok=ok, seconds=seconds, by_kind=report["chaos"]["by_kind"], problems=report["problems"])
+    return SeedResult(
+        seed, ok=ok, seconds=seconds, by_kind=report["chaos"]["injected_by_kind"], problems=report["problems"]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,13 +19,14 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from django.conf import settings
 from django.db import close_old_connections
 from django.db.models import QuerySet
 
 from scheduling.models import LIVE_STATUSES, JobRun, RunStatus
-from simulation.processes import Fleet, Process, SimulatedTime, wait_for
+from simulation.processes import Fleet, Process, SimulatedTime
 from simulation.report import run_story
 
 # The job whose run a crash or a pause is aimed at by default (it lasts three minutes of
@@ -33,7 +34,7 @@ from simulation.report import run_story
 TARGET_JOB = "sim-settlement"
 # Real seconds the processes get to boot before the simulated clock reaches the start.
 BOOT_SECONDS = 4.0
-# Real seconds the workers get to finish the runs claimed before the schedulers stopped.
+# Real seconds without a single claimed run finishing after which the drain gives up.
 DRAIN_SECONDS = 60.0
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -177,7 +178,16 @@ class Simulation:
         self.fleet.start(f"scheduler-{number}", ["run_scheduler"], env=self._env(skew=skew))
 
     def _env(self, *, skew: float = 0.0) -> dict[str, str]:
-        return {**self.clock.environment(skew=skew), "Q_WORKERS": str(self.plan.workers)}
+        return {**self.clock.environment(skew=skew), "Q_WORKERS": str(self.plan.workers), **self._q_timing()}
+
+    def _q_timing(self) -> dict[str, str]:
+        """django-q2's task timeout and broker lock are real seconds: scaled to the clock, a
+        task a crashed or paused cluster had taken is handed out again after the production
+        delay in simulated time (unscaled, after 31 real minutes: never, in a simulation)."""
+        q_cluster: dict[str, Any] = settings.Q_CLUSTER
+        timeout = max(1, round(q_cluster["timeout"] / self.plan.speed))
+        retry = max(timeout + 1, round(q_cluster["retry"] / self.plan.speed))
+        return {"Q_TIMEOUT_SECONDS": str(timeout), "Q_RETRY_SECONDS": str(retry)}
 
     def _advance_to(self, instant: datetime) -> None:
         """Sleep until ``instant`` (simulated), carrying out restarts and resumes on the way."""
@@ -242,15 +252,26 @@ class Simulation:
             if process.alive() and "SIGSTOP" in process.signals:
                 process.send(signal.SIGCONT)
         self.fleet.stop([*self.fleet.named("scheduler-"), *self.fleet.named("orders")])
-        live = JobRun.objects.filter(status__in=LIVE_STATUSES)
-        try:
-            wait_for(lambda: _count_fresh(live) == 0, timeout=DRAIN_SECONDS, interval=0.2, what="runs finishing")
-            drained = True
-        except TimeoutError:
-            drained = False
+        drained = _drain(JobRun.objects.filter(status__in=LIVE_STATUSES))
         self.fleet.stop(self.fleet.named("worker-"))
         self.say(f"stopped at {self.clock.now():%Y-%m-%d %H:%M:%S} (simulated)")
         return drained
+
+
+def _drain(live: QuerySet[JobRun]) -> bool:
+    """Wait for the claimed runs to finish for as long as they keep finishing: a loaded
+    machine works off its backlog slowly, not never. False once none finished for
+    DRAIN_SECONDS (no scheduler is left to claim more, so the count only falls)."""
+    left, progress_at = _count_fresh(live), time.monotonic()
+    while left:
+        time.sleep(0.2)
+        now_left = _count_fresh(live)
+        if now_left < left:
+            progress_at = time.monotonic()
+        elif time.monotonic() - progress_at > DRAIN_SECONDS:
+            return False
+        left = now_left
+    return True
 
 
 def _count_fresh(queryset: QuerySet[JobRun]) -> int:

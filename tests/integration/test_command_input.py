@@ -169,4 +169,18 @@ def test_on_the_command_line_a_blank_value_exits_1_before_the_database_is_opened
 def test_check_runs_refuses_a_now_in_the_future_as_tick_does():
     with time_machine.travel(NOW, tick=False), pytest.raises(CommandError, match="is in the future"):
         call_command("check_runs", "--now", "2030-01-01T00:00:00Z", stdout=StringIO())
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--chaos", "3", "--crash-worker"], "--chaos draws its own faults"),
+        (["--chaos", "3", "--skew", "30"], "--chaos draws its own faults"),
+        (["--chaos", "3", "--servers", "1"], "--chaos needs at least 2 servers"),
+    ],
+)
+def test_chaos_with_faults_of_its_own_or_one_server_is_refused_before_anything_is_written(options, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("simulate", *options, stdout=StringIO(), stderr=StringIO())
     assert _nothing_written()

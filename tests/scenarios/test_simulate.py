@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from simulation.probe_jobs import BREAK_VARIABLE
+from simulation.runner import TARGET_JOB
 from tests.scenarios.harness import Scenario
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(240)]
@@ -39,9 +40,14 @@ def test_simulate_with_every_fault_keeps_every_invariant_and_exits_0(scenario: S
     assert all(job["never_claimed"] == 0 and job["broken"] == [] for job in report["jobs"])
     faults = report["faults"]
     assert [line.split()[0] for line in faults] == ["kill-scheduler", "crash-worker", "pause-worker"]
-    recovery = report["recovery"]
-    # The crash and the pause each cost a run its lease; the paused worker's late word was refused.
-    assert recovery["abandoned"] >= 2 and recovery["fence_or_finish_rejected"] >= 1
+    # Every settlement the crash or the pause hit was finished, once; one that lost its
+    # lease (a crash always, a pause when a scheduler saw the heartbeat stale before the
+    # SIGCONT: how soon depends on the machine) had the paused worker's late word refused.
+    stories = zip(faults, report["fault_stories"], strict=True)
+    hits = [(line, story) for line, story in stories if story.startswith(f"{TARGET_JOB} ")]
+    assert all("-> succeeded" in story for _, story in hits), hits
+    if any(line.startswith("pause-worker") and "abandoned" in story for line, story in hits):
+        assert report["recovery"]["fence_or_finish_rejected"] >= 1
     assert report["payouts"]["checked"] >= 9 and report["payouts"]["unpaid_weeks"] == 0
     # The report's own counts, checked once more straight from the database.
     db = scenario.db

@@ -20,11 +20,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduling import cron
-from simulation.processes import SimulatedTime
+from simulation.processes import SimulatedTime, wait_for
 from tests.scenarios.harness import Scenario
 from tests.scenarios.ledger import assert_ledger_correct, weeks_due
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
 
 DOWN_AT = datetime(2027, 3, 7, 19, 10, tzinfo=UTC)  # Sunday, before the 20:30 payout tick
 BACK_AT = datetime(2027, 3, 15, 9, 0, tzinfo=UTC)  # the next Monday morning
@@ -47,6 +47,11 @@ def test_after_an_outage_payouts_catch_up_deadline_ticks_are_skipped_and_check_r
     scenario.fleet.environment["SCHEDULER_MAX_TICKS_PER_PASS"] = "5000"
     before = SimulatedTime.starting(DOWN_AT - timedelta(minutes=10), speed=SPEED, lead=4.0)
     _run_fleet(scenario, before)
+    # The processes have the clock's lead plus ten simulated minutes (nine real seconds) to
+    # boot, register the schedules and claim a tick; a loaded machine may need longer, and
+    # an outage that began before then would leave nothing to catch up.
+    claimed = "SELECT count(*) FROM job_runs WHERE job_name = 'cancel-stale-orders'"
+    wait_for(lambda: db.scalar(claimed) > 0, timeout=120, interval=0.2, what="a claim before the outage")
     before.sleep_until(DOWN_AT)
     for process in scenario.fleet.processes.values():
         process.send(signal.SIGKILL)  # the outage: nothing stops cleanly
@@ -59,6 +64,11 @@ def test_after_an_outage_payouts_catch_up_deadline_ticks_are_skipped_and_check_r
         process.env.update(after.environment())
         scenario.fleet.restart(process.name)
     after.sleep_until(BACK_AT + timedelta(minutes=10))
+    # Ten simulated minutes are five real seconds: a loaded machine may take longer than
+    # that to boot the processes again, so wait for the catch-up itself (the guard only
+    # ends a hung run).
+    paid = "SELECT count(*) FROM job_runs WHERE job_name = 'weekly-payouts' AND status = 'succeeded'"
+    wait_for(lambda: db.scalar(paid) == len(MISSED_PAYOUT_TICKS), timeout=120, interval=0.2, what="the catch-up")
     scenario.stop("scheduler")
     scenario.wait_until_idle(timeout=30)
     scenario.stop("worker")

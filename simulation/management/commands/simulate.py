@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -181,8 +182,17 @@ def _chaos(options: dict[str, Any], plan: SimulationPlan) -> ChaosSchedule | Non
 def _chaos_json(chaos: ChaosSchedule | None, outcome: SimulationOutcome) -> dict[str, Any]:
     if chaos is None:
         return {}
-    records = [record.as_json() for record in outcome.faults if isinstance(record, ChaosRecord)]
-    return {"chaos": {"seed": chaos.seed, "schedule": chaos.lines(), "by_kind": chaos.by_kind(), "faults": records}}
+    records = [record for record in outcome.faults if isinstance(record, ChaosRecord)]
+    injected = Counter(str(record.fault.kind) for record in records if record.injected)
+    return {
+        "chaos": {
+            "seed": chaos.seed,
+            "schedule": chaos.lines(),
+            "by_kind": chaos.by_kind(),
+            "injected_by_kind": {kind: injected[kind] for kind in chaos.by_kind()},
+            "faults": [record.as_json() for record in records],
+        }
+    }
 
 
 def _faults(options: dict[str, Any], duration: timedelta) -> list[Fault]:
@@ -229,7 +239,7 @@ def _latest_sunday_evening() -> datetime:
 def _process_problems(outcome: SimulationOutcome) -> list[str]:
     problems = [f"process {name} exited on its own" for name in outcome.crashed]
     if not outcome.drained:
-        problems.append("runs still in flight a minute after the schedulers stopped")
+        problems.append("runs still in flight after a minute in which none finished, once the schedulers stopped")
     return problems
 
 
@@ -244,6 +254,7 @@ def _plan_json(plan: SimulationPlan, outcome: SimulationOutcome) -> dict[str, An
             "skew_seconds": plan.skew,
         },
         "faults": [record.line() for record in outcome.faults],
+        "fault_stories": [record.story() for record in outcome.faults],
     }
 
 
