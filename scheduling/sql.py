@@ -163,7 +163,7 @@ def _prunable(rule: PruneRule) -> tuple[str, list[Any]]:
     """The WHERE clause (on job_runs) of a run the rule may delete, and its parameters.
 
     The newest cron tick of each job is never deleted: it is the scheduler's cursor
-    (dispatch.cron_job_cursor). Its NOT EXISTS probes the claim key index
+    (dispatch.cron_job_cursors). Its NOT EXISTS probes the claim key index
     (job_name, subject, scheduled_for); each keeping reference probes its foreign key's index.
     """
     names = ", ".join(["%s"] * len(rule.job_names))
