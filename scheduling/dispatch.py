@@ -24,7 +24,7 @@ from django.db import transaction
 from django.db.models import Min, OuterRef, Subquery
 
 from scheduling import cron, sql
-from scheduling.events import runs_record
+from scheduling.events import runs_log, runs_record
 from scheduling.models import JobRun, RunStatus, Schedule, Trigger
 from scheduling.policies import PlannedTick, misfire_plan
 from scheduling.queue import enqueue_runs
@@ -136,8 +136,9 @@ def runs_claim(
     for run in won:
         if enqueue and run.status == RunStatus.ENQUEUED:
             enqueue_runs(job_name=job.name, run_ids=[run.id])
-    for status, runs in itertools.groupby(won, key=lambda run: run.status):
-        runs_record(list(runs), kind="skipped" if status == RunStatus.SKIPPED else "claimed", now=now)
+    # Their events were written with the claims (sql.claim_runs); only the log lines are left.
+    for kind, runs in itertools.groupby(won, key=sql.claim_event_kind):
+        runs_log(list(runs), kind=kind, now=now)
     return won
 
 
