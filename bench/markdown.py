@@ -1,7 +1,9 @@
 """Rewrite the generated part of BENCHMARKS.md from bench/results/*.json.
 
 Only the text between the two markers is replaced; everything else in BENCHMARKS.md
-(what each benchmark measures, the fixes it led to) is written by hand.
+(what each benchmark measures, the fixes it led to) is written by hand. Each result's
+section starts with a ``<!-- bench:result <name> -->`` line; a section whose result file
+is missing here (a benchmark not run on this machine) is kept as it was.
 """
 
 from __future__ import annotations
@@ -30,24 +32,46 @@ ORDER = [
 ]
 
 
-def results_load() -> list[dict[str, Any]]:
+SECTION = "<!-- bench:result {name} -->"
+
+
+def _rank(name: str) -> int:
+    return ORDER.index(name) if name in ORDER else len(ORDER)
+
+
+def results_load() -> dict[str, dict[str, Any]]:
     found = {path.stem: json.loads(path.read_text()) for path in RESULTS.glob("*.json")}
-    return [found[name] for name in sorted(found, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER))]
+    return {name: found[name] for name in sorted(found, key=_rank)}
 
 
-def results_markdown(results: list[dict[str, Any]]) -> str:
-    if not results:
+def sections_kept(text: str) -> dict[str, str]:
+    """The sections of the current results text, by name (see SECTION)."""
+    marker = SECTION.split("{name}")[0]
+    kept = {}
+    for chunk in text.split(marker)[1:]:
+        name, body = chunk.split(" -->", 1)
+        kept[name.strip()] = body.strip()
+    return kept
+
+
+def results_markdown(results: dict[str, dict[str, Any]], kept: dict[str, str] | None = None) -> str:
+    sections = {name: body for name, body in (kept or {}).items() if name not in results}
+    sections.update({name: _section(result) for name, result in results.items()})
+    if not sections:
         return "No results yet: run `make bench`."
-    parts = [_machine(results)]
-    for result in results:
-        verdict = "every goal held" if result["passed"] else "**a goal was missed**"
-        parts.append(
-            f"### {result['title']}\n\n"
-            f"Command: `{result['command']}` (run {result['started_at']}, {verdict}; "
-            f"load average at the end {_load(result)})\n\n"
-            f"```text\n{result['table']}\n```"
-        )
+    parts = [_machine(list(results.values()))] if results else []
+    parts += [f"{SECTION.format(name=name)}\n{sections[name]}" for name in sorted(sections, key=_rank)]
     return "\n\n".join(parts)
+
+
+def _section(result: dict[str, Any]) -> str:
+    verdict = "every goal held" if result["passed"] else "**a goal was missed**"
+    return (
+        f"### {result['title']}\n\n"
+        f"Command: `{result['command']}` (run {result['started_at']}, {verdict}; "
+        f"load average at the end {_load(result)})\n\n"
+        f"```text\n{result['table']}\n```"
+    )
 
 
 def _machine(results: list[dict[str, Any]]) -> str:
@@ -68,8 +92,10 @@ def markdown_write() -> None:
     if START not in text or END not in text:
         raise SystemExit(f"{MARKDOWN} lacks the markers {START!r} and {END!r}")
     head, rest = text.split(START, 1)
-    tail = rest.split(END, 1)[1]
-    MARKDOWN.write_text(f"{head}{START}\n{results_markdown(results_load())}\n{END}{tail}")
+    current, tail = rest.split(END, 1)
+    if not any(RESULTS.glob("*.json")):
+        return
+    MARKDOWN.write_text(f"{head}{START}\n{results_markdown(results_load(), sections_kept(current))}\n{END}{tail}")
 
 
 if __name__ == "__main__":
