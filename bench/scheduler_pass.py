@@ -57,12 +57,11 @@ def point(size: int, passes: int) -> Point:
         reference = reference_run(url, size, passes)
         django_setup(url, SCHEDULING_EXTRA_JOB_MODULES="bench.cron_jobs", BENCH_CRON_JOBS=str(size))
         project, claimed = project_run(passes)
+        # The app's own cron jobs claim their ticks in the same passes (cancel-stale-orders
+        # at the fifth minute): every enqueued run of any job must have its one task.
         tasks = sql_value(url, "SELECT count(*) FROM django_q_ormq")
-        extra = {
-            "claimed": claimed,
-            "tasks": tasks,
-            "reference claims": sql_value(url, "SELECT count(*) FROM bench_claims"),
-        }
+        enqueued = sql_value(url, "SELECT count(*) FROM job_runs WHERE status = 'enqueued'")
+        extra = {"claimed": claimed, "tasks": tasks, "enqueued": enqueued}
         return Point(size=size, units=size * passes, project=project, reference=reference, extra=extra)
     finally:
         from django.db import connections
@@ -129,8 +128,9 @@ def report(args: argparse.Namespace, points: list[Point]) -> Report:
     for p in points:
         rep.add(
             Row(f"claims per second, {p.size:,} jobs", "/s", p.units / p.project, p.units / p.reference, "higher"),
-            Row(f"ticks claimed and enqueued once, {p.size:,} jobs", "runs", p.extra["claimed"], p.units, None,
-                f"{p.units:,} runs and tasks", p.extra["claimed"] == p.extra["tasks"] == p.units),
+            Row(f"ticks claimed once, each with its task, {p.size:,} jobs", "runs", p.extra["claimed"], p.units,
+                None, f"{p.units:,}, tasks = enqueued runs",
+                p.extra["claimed"] == p.units and p.extra["tasks"] == p.extra["enqueued"]),
         )  # fmt: skip
     rep.tables.append("per size (unit: one tick claimed and enqueued):\n" + curve_table("jobs", points))
     plot = curve_plot(NAME, f"scheduler pass: {args.passes} passes", "declared cron jobs", points,
