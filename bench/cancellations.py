@@ -469,7 +469,8 @@ def report(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -
         project="order_place + delayed cancel-stale-order runs, manage.py worker (scheduler loop + cluster)",
         reference="raw SQL: order + due row in one transaction, one process cancelling FOR UPDATE SKIP LOCKED",
     )
-    enough = mine >= RATE_GOAL or (0 < raw < RATE_GOAL and mine >= raw / 2)
+    # A variant (--workers 2, --pgbouncer) runs no raw side: its ceiling is reported, the goal is the main run's.
+    enough = (mine >= RATE_GOAL or (0 < raw < RATE_GOAL and mine >= raw / 2)) if "raw" in steps else None
     wrong = sum(s["wrong"] for s in steps["project"])
     rep.add(
         Row("ceiling: highest rate with p99 < 1 s, none missed", "/s", mine, raw if "raw" in steps else None,
