@@ -195,7 +195,6 @@ def project_run() -> tuple[float, list[float], str]:
     from scheduling.execution import runs_execute
     from scheduling.models import JobRun
     from scheduling.services import run_claim_manual
-    from tiffin import clock
 
     batches: list[float] = []
     original = services._delete_stale_batch
@@ -210,7 +209,9 @@ def project_run() -> tuple[float, list[float], str]:
     services._delete_stale_batch = timed_batch
     try:
         with Stopwatch() as watch:
-            run = run_claim_manual(job_name="clean-carts", scheduled_for=AS_OF, now=clock.now(), enqueue=False)
+            # Claimed as of its own tick: AS_OF is months ago, before the claim guard horizon
+            # a manual claim made now would refuse (clean-carts' runs are pruned).
+            run = run_claim_manual(job_name="clean-carts", scheduled_for=AS_OF, now=AS_OF, enqueue=False)
             if run is None:
                 raise RuntimeError("the clean-up tick was already claimed in a fresh database")
             runs_execute(run_ids=[run.id], worker="bench")
