@@ -19,6 +19,7 @@ END = "<!-- bench:results:end -->"
 # The numbering (bench/__main__.py runs them cheapest first).
 ORDER = [
     "payouts",
+    "payouts_weekly",
     "payouts_large",
     "carts",
     "carts_large",
