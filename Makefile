@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PG_URL ?= $(if $(DATABASE_URL),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/tiffin)
 SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
 
-.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare bench soak chaos up browser-deps prometheus-deps clean
+.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare bench bench-large soak chaos up browser-deps prometheus-deps clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -153,9 +153,13 @@ prometheus-deps: ## Install Debian's prometheus (promtool and the server) for th
 up: $(STAMP) ## Serve the admin (gunicorn + whitenoise) and run one worker on the local database (after make demo)
 	deploy/local-up.sh
 
-bench: $(STAMP) ## Six benchmarks against their references on PostgreSQL (bench/results/, BENCHMARKS.md)
+bench: $(STAMP) scenario-deps ## The benchmarks against their references on PostgreSQL (bench/results/, BENCHMARKS.md; about 35 min)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	$(PY) -m bench
+
+bench-large: $(STAMP) ## The cost curves' largest sizes: 100,000 restaurants (20M orders), 5M carts (an hour or more)
+	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
+	$(PY) -m bench --large
 
 # A database of its own, dropped and created afresh (the soak empties what it finds).
 SOAK_URL ?= postgres://postgres@127.0.0.1:5432/tiffin_soak

@@ -1,8 +1,9 @@
 """Run every benchmark (``make bench``), each in its own process and database, then print
 one summary and rewrite the results section of BENCHMARKS.md from bench/results/.
 
-    python -m bench                    # all six
-    python -m bench claim_contention   # some of them, by module name
+    python -m bench                    # all of them (make bench)
+    python -m bench claim_contention   # some of them, by name
+    python -m bench --large            # the largest sizes of the curves (make bench-large)
     python -m bench --markdown-only    # only rewrite BENCHMARKS.md from the last results
 
 Exits non-zero if any benchmark missed a goal or failed to run.
@@ -17,23 +18,41 @@ import time
 from bench.common import PYTHON, ROOT, fmt, run, stop_on_sigterm
 from bench.markdown import markdown_write
 
-# Cheapest first, so a broken setup shows up early.
-BENCHMARKS = ["claim_contention", "tick_lateness", "payouts", "carts", "cancellations", "history"]
+# Name -> the module and its arguments; cheapest first, so a broken setup shows up early.
+BENCHMARKS = {
+    "claim_contention": ["claim_contention"],
+    "tick_lateness": ["tick_lateness"],
+    "scheduler_pass": ["scheduler_pass"],
+    "payouts": ["payouts"],
+    "carts": ["carts"],
+    "cancellations": ["cancellations"],
+    "cancellations_workers2": ["cancellations", "--quick", "--workers", "2"],
+    "cancellations_pgbouncer": ["cancellations", "--quick", "--pgbouncer"],
+    "history": ["history"],
+}
+# The curves' largest sizes (20 million orders, 5 million carts): make bench-large.
+LARGE = {
+    "payouts_large": ["payouts", "--sizes", "1000,10000,100000", "--rounds", "1", "--name", "payouts_large"],
+    "carts_large": ["carts", "--sizes", "100000,1000000,5000000", "--name", "carts_large"],
+}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="Run the benchmarks and summarise them.")
     parser.add_argument("names", nargs="*", help=f"benchmarks to run (default: all of {', '.join(BENCHMARKS)})")
     parser.add_argument("--markdown-only", action="store_true", help="only rewrite BENCHMARKS.md")
+    parser.add_argument("--large", action="store_true", help=f"run {', '.join(LARGE)} (the curves' largest sizes)")
     args = parser.parse_args()
     stop_on_sigterm()
-    unknown = sorted(set(args.names) - set(BENCHMARKS))
+    known = {**BENCHMARKS, **LARGE}
+    unknown = sorted(set(args.names) - set(known))
     if unknown:
-        parser.error(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
+        parser.error(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(known)}")
     if args.markdown_only:
         markdown_write()
         return 0
-    outcomes = [(name, *_run(name)) for name in (args.names or BENCHMARKS)]
+    names = args.names or list(LARGE if args.large else BENCHMARKS)
+    outcomes = [(name, *_run(known[name])) for name in names]
     markdown_write()
     print("\n== summary ==")
     for name, code, seconds in outcomes:
@@ -42,10 +61,11 @@ def main() -> int:
     return 0 if all(code == 0 for _, code, _ in outcomes) else 1
 
 
-def _run(name: str) -> tuple[int, float]:
-    print(f"\n--- python -m bench.{name}", flush=True)
+def _run(command: list[str]) -> tuple[int, float]:
+    module, *args = command
+    print(f"\n--- python -m bench.{module} {' '.join(args)}", flush=True)
     started = time.monotonic()
-    code = run([PYTHON, "-m", f"bench.{name}"], cwd=ROOT)
+    code = run([PYTHON, "-m", f"bench.{module}", *args], cwd=ROOT)
     return code, time.monotonic() - started
 
 

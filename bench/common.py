@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import pwd
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -304,6 +307,56 @@ def children(bench: str) -> Iterator[tuple[list[Child], Path]]:
             child.stop()
 
 
+PGBOUNCER_CONFIG = """[databases]
+* = host=127.0.0.1 port={server_port}
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = {port}
+unix_socket_dir =
+auth_type = trust
+auth_file = {workdir}/userlist.txt
+pool_mode = transaction
+max_client_conn = 500
+default_pool_size = 20
+server_reset_query =
+logfile = {workdir}/pgbouncer.log
+pidfile = {workdir}/pgbouncer.pid
+"""
+
+
+@contextmanager
+def pgbouncer_started(logs: Path) -> Iterator[int]:
+    """A transaction-mode PgBouncer of this benchmark's own in front of the server (a child
+    like any other: its own group, stopped with the benchmark); yield its port."""
+    binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+    if not Path(binary).exists():
+        raise SystemExit("pgbouncer is not installed: run `make scenario-deps` (apt-get install pgbouncer)")
+    workdir = Path(tempfile.mkdtemp(prefix="tiffin-bench-pgbouncer-"))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    (workdir / "userlist.txt").write_text('"postgres" ""\n')
+    server_port = SERVER_URL.rsplit(":", 1)[1]
+    (workdir / "pgbouncer.ini").write_text(PGBOUNCER_CONFIG.format(server_port=server_port, port=port, workdir=workdir))
+    command = [binary, str(workdir / "pgbouncer.ini")]
+    if os.geteuid() == 0:  # PgBouncer refuses to run as root
+        postgres = pwd.getpwnam("postgres")
+        for path in (workdir, *workdir.iterdir()):
+            os.chown(path, postgres.pw_uid, postgres.pw_gid)
+        command[1:1] = ["-u", "postgres"]
+    child = child_start("pgbouncer", command, env=dict(os.environ), logs=logs)
+    try:
+        deadline = time.monotonic() + 15
+        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+            if time.monotonic() > deadline or child.popen.poll() is not None:
+                raise SystemExit(f"pgbouncer did not start:\n{child.tail()}")
+            time.sleep(0.1)
+        yield port
+    finally:
+        child.stop()
+
+
 # --- Numbers ----------------------------------------------------------------------------
 
 
@@ -374,6 +427,8 @@ class Report:
     reference: str
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Pre-rendered tables printed after the rows (a benchmark's per-size or per-step detail).
+    tables: list[str] = field(default_factory=list)
     started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
     @property
@@ -420,6 +475,7 @@ class Report:
         rule = "-" * max(len(line(cells)) for cells in [header, *body])
         out = [f"== {self.title} ==", f"project:   {self.project}", f"reference: {self.reference}", rule]
         out += [line(header), rule, *[line(cells) for cells in body], rule]
+        out += [*self.tables, *([rule] if self.tables else [])]
         out += [f"note: {note}" for note in self.notes]
         out.append(f"{'PASS' if self.passed else 'FAIL'}  ({self.command})")
         return "\n".join(out)

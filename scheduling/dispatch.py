@@ -21,10 +21,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Min
+from django.db.models import Min, OuterRef, Subquery
 
 from scheduling import cron, metrics, sql
-from scheduling.events import runs_record
+from scheduling.events import runs_log, runs_record
 from scheduling.models import DUE_STATUSES, JobRun, RunStatus, Schedule, Trigger
 from scheduling.policies import PlannedTick, misfire_plan
 from scheduling.queue import enqueue_runs
@@ -63,8 +63,10 @@ def tick_pass(*, now: datetime) -> TickReport:
     """One pass of the scheduler at ``now`` (see the module doc for the steps)."""
     schedules = schedules_ensure(now=now)
     report = TickReport(now=now)
-    for job in registry.cron_jobs():
-        claimed, more = cron_job_claim_due(job=job, schedule=schedules[job.name], now=now)
+    cron_jobs = registry.cron_jobs()
+    cursors = cron_job_cursors(job_names=[job.name for job in cron_jobs])
+    for job in cron_jobs:
+        claimed, more = cron_job_claim_due(job=job, schedule=schedules[job.name], now=now, cursor=cursors[job.name])
         report.claimed += claimed
         report.more_due = report.more_due or more
     report.abandoned, report.dead = runs_abandon_silent(now=now)
@@ -75,30 +77,41 @@ def tick_pass(*, now: datetime) -> TickReport:
     return report
 
 
-def cron_job_cursor(job_name: str) -> datetime | None:
-    """The job's last claimed cron tick: the newest ``scheduled_for`` of its cron rows.
+def cron_job_cursors(*, job_names: list[str]) -> dict[str, datetime | None]:
+    """Each job's last claimed cron tick: the newest ``scheduled_for`` of its cron rows.
 
-    Served by the claim key index (job_name, subject, scheduled_for), read backwards to
-    the first cron row: ORDER BY ... DESC LIMIT 1, not MAX(), which PostgreSQL planned as
-    an aggregate over all of the job's ticks (BENCHMARKS.md). Manual and backfill rows do
-    not move it, so a manual run never hides a missed tick.
+    One statement for every job: per schedule row a correlated subquery served by the
+    claim key index (job_name, subject, scheduled_for), read backwards to the first cron
+    row: ORDER BY ... DESC LIMIT 1, not MAX(), which PostgreSQL planned as an aggregate
+    over all of the job's ticks (BENCHMARKS.md). Manual and backfill rows do not move it,
+    so a manual run never hides a missed tick.
     """
-    cron_rows = JobRun.objects.filter(job_name=job_name, subject="", trigger=Trigger.CRON)
-    latest: datetime | None = cron_rows.order_by("-scheduled_for").values_list("scheduled_for", flat=True).first()
-    return latest
+    latest = (
+        JobRun.objects.filter(job_name=OuterRef("job_name"), subject="", trigger=Trigger.CRON)
+        .order_by("-scheduled_for")
+        .values("scheduled_for")[:1]
+    )
+    rows = Schedule.objects.filter(job_name__in=job_names).annotate(cursor=Subquery(latest))
+    cursors: dict[str, datetime | None] = dict.fromkeys(job_names)
+    cursors.update(rows.values_list("job_name", "cursor"))
+    return cursors
 
 
-def cron_job_due_ticks(*, job: Job, schedule: Schedule, now: datetime) -> list[datetime]:
+def cron_job_due_ticks(*, job: Job, schedule: Schedule, now: datetime, cursor: datetime | None) -> list[datetime]:
     """Ticks after the cursor (or first sighting), within the bounded look-back, up to now."""
     lookback = now - timedelta(seconds=settings.SCHEDULER_LOOKBACK_SECONDS)
-    bounds = [b for b in (cron_job_cursor(job.name), schedule.first_seen_at, lookback) if b is not None]
+    bounds = [b for b in (cursor, schedule.first_seen_at, lookback) if b is not None]
     return cron.ticks_between(job.cron, job.timezone, max(bounds), now)
 
 
-def cron_job_claim_due(*, job: Job, schedule: Schedule, now: datetime) -> tuple[list[ClaimedTick], bool]:
-    """Claim the due ticks of one cron job; return the ones this server won, and whether
-    more due ticks are left for the next pass (after a long outage)."""
-    ticks = cron_job_due_ticks(job=job, schedule=schedule, now=now)
+def cron_job_claim_due(
+    *, job: Job, schedule: Schedule, now: datetime, cursor: datetime | None
+) -> tuple[list[ClaimedTick], bool]:
+    """Claim the due ticks of one cron job after ``cursor`` (read at the start of the pass:
+    another server's claim since then only makes a planned tick lose ON CONFLICT);
+    return the ones this server won, and whether more due ticks are left for the next
+    pass (after a long outage)."""
+    ticks = cron_job_due_ticks(job=job, schedule=schedule, now=now, cursor=cursor)
     if not ticks:
         return [], False
     limit = settings.SCHEDULER_MAX_TICKS_PER_PASS
@@ -128,8 +141,9 @@ def runs_claim(
     for run in won:
         if enqueue and run.status == RunStatus.ENQUEUED:
             enqueue_runs(job_name=job.name, run_ids=[run.id])
-    for status, runs in itertools.groupby(won, key=lambda run: run.status):
-        runs_record(list(runs), kind="skipped" if status == RunStatus.SKIPPED else "claimed", now=now)
+    # Their events were written with the claims (sql.claim_runs); only the log lines are left.
+    for kind, runs in itertools.groupby(won, key=sql.claim_event_kind):
+        runs_log(list(runs), kind=kind, now=now)
     return won
 
 

@@ -27,6 +27,12 @@ def runs_record(runs: Sequence[JobRun], *, kind: str, now: datetime, message: st
         for run in runs
     ]
     JobRunEvent.objects.bulk_create(events)
+    runs_log(runs, kind=kind, now=now, message=message)
+
+
+def runs_log(runs: Sequence[JobRun], *, kind: str, now: datetime, message: str = "") -> None:
+    """The log lines of a transition whose event rows were written already (a claim
+    writes its events in the claim's own statement: ``sql.claim_runs``)."""
     # Built only if someone reads it: a JSON line per run per transition was 4 % of a
     # worker's CPU on a batch of 200 cancellations at LOG_LEVEL=WARNING (bench/profile_delayed.py).
     if logger.isEnabledFor(logging.INFO):

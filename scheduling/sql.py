@@ -16,7 +16,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, models
 
-from scheduling.models import FINAL_STATUSES, JobRun
+from scheduling.models import FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
 from tiffin.db import adapt, execute, fetch, id_in
 
 # Namespace for the two-key advisory locks, so they never collide with another app's.
@@ -48,25 +48,51 @@ class ClaimRow:
 CLAIM_COLUMNS = tuple(field.name for field in fields(ClaimRow))
 
 
+# The kind of the event a claim writes for its run: claim_event_kind, in SQL.
+CLAIM_EVENT_KIND = "CASE WHEN status = 'skipped' THEN 'skipped' ELSE 'claimed' END"
+
+
 def claim_runs(rows: Sequence[ClaimRow]) -> list[JobRun]:
-    """Insert claim rows; return the runs this caller won.
+    """Insert claim rows and, for the ones this caller won,
+    their ``claimed`` (or ``skipped``) event; return the runs won.
 
     ``INSERT ... ON CONFLICT DO NOTHING RETURNING`` on the unique key
     (job_name, subject, scheduled_for), served by the job_run_claim_key index: a row
     another server already holds returns nothing, so only the winner goes on to enqueue.
     The won rows come back whole from RETURNING (through a raw queryset, so every field
-    is converted as the ORM would), not from a second SELECT by id: that read was one of
-    the six round trips of every ``order_place`` (bench/profile_delayed.py).
+    is converted as the ORM would), not from a second SELECT by id. On PostgreSQL the
+    events are written by the same statement (a data-modifying CTE over the returned
+    rows); SQLite has no such CTE and takes a second statement. Each was a round trip of
+    every ``order_place`` (six, against three for bare SQL: bench/profile_delayed.py).
     """
     if not rows:
         return []
     row_sql = "(" + ", ".join(["%s"] * len(CLAIM_COLUMNS)) + ")"
     returned = ", ".join(connection.ops.quote_name(f.column) for f in JobRun._meta.concrete_fields)
-    sql = (
+    insert = (
         f"INSERT INTO job_runs ({', '.join(CLAIM_COLUMNS)}) VALUES {', '.join([row_sql] * len(rows))} "
         f"ON CONFLICT (job_name, subject, scheduled_for) DO NOTHING RETURNING {returned}"
     )
-    return list(JobRun.objects.raw(sql, [adapt(getattr(row, column)) for row in rows for column in CLAIM_COLUMNS]))
+    params = [adapt(getattr(row, column)) for row in rows for column in CLAIM_COLUMNS]
+    if connection.vendor != "postgresql":
+        won = list(JobRun.objects.raw(insert, params))
+        JobRunEvent.objects.bulk_create(
+            [JobRunEvent(run_id=run.id, at=run.created_at, kind=claim_event_kind(run), attempt=run.attempts,
+                         fence=run.fence, worker=run.worker) for run in won]
+        )  # fmt: skip
+        return won
+    statement = (
+        f"WITH claimed AS ({insert}), recorded AS ("
+        "INSERT INTO job_run_events (run_id, at, kind, attempt, fence, worker, message) "
+        f"SELECT id, created_at, {CLAIM_EVENT_KIND}, attempts, fence, worker, '' FROM claimed"
+        f") SELECT {returned} FROM claimed"
+    )
+    return list(JobRun.objects.raw(statement, params))
+
+
+def claim_event_kind(run: JobRun) -> str:
+    """The event a won claim records: ``skipped`` for a tick claimed as skipped, else ``claimed``."""
+    return "skipped" if run.status == RunStatus.SKIPPED else "claimed"
 
 
 def next_fence() -> int:
@@ -162,7 +188,7 @@ def _prunable(rule: PruneRule) -> tuple[str, list[Any]]:
     """The WHERE clause (on job_runs) of a run the rule may delete, and its parameters.
 
     The newest cron tick of each job is never deleted: it is the scheduler's cursor
-    (dispatch.cron_job_cursor). Its NOT EXISTS probes the claim key index
+    (dispatch.cron_job_cursors). Its NOT EXISTS probes the claim key index
     (job_name, subject, scheduled_for); each keeping reference probes its foreign key's index.
     """
     names = ", ".join(["%s"] * len(rule.job_names))

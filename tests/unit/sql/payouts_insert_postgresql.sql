@@ -22,6 +22,7 @@ FROM (
             FROM orders_restaurant r
             WHERE r.id BETWEEN %(first_id)s AND %(last_id)s
               AND (%(only)s::bigint[] IS NULL OR r.id = ANY(%(only)s::bigint[]))
+            OFFSET 0
         ) l
         JOIN jsonb_to_recordset(%(weeks)s::jsonb)
              AS w (zone text, week_start_local date, period_start timestamptz, period_end timestamptz)
@@ -29,6 +30,7 @@ FROM (
         WHERE w.period_end > COALESCE(l.paid_through, l.onboarded_at)
           AND (l.deactivated_at IS NULL OR GREATEST(w.period_start, l.paid_through) < l.deactivated_at)
     ) periods
+    OFFSET 0
 ) p
 CROSS JOIN LATERAL (
     SELECT COALESCE(SUM(o.total), 0) AS gross, COUNT(o.total) AS order_count

@@ -1,0 +1,131 @@
+"""Cost curves: one benchmark at several sizes, each size beside its reference.
+
+A curve benchmark runs each size in a child process of its own (a fresh database, the
+same code as the single-size benchmark) that writes one point, ``--point OUT``: the
+project's seconds, the reference's, and the units of work (payout weeks, carts, claims).
+Then it reports, per size, the ratio to the reference and the time per unit, and whether
+the time per unit stayed flat from the smallest size to the largest; and it draws the
+curve (time against size, log axes, project and reference) into docs/bench/<name>.png.
+
+matplotlib draws the plots (pinned in requirements-dev.txt; the benchmarks import it
+only here, with the Agg backend, so nothing needs a display).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.common import PYTHON, ROOT, Row, child_env, fmt, run
+
+PLOTS = ROOT / "docs" / "bench"
+RATIO_GOAL = 1.2
+FLAT_GOAL = 1.5
+
+
+@dataclass
+class Point:
+    size: int
+    units: int
+    project: float
+    reference: float
+    extra: dict[str, Any]
+
+    @property
+    def ratio(self) -> float:
+        return self.project / self.reference if self.reference else math.nan
+
+    @property
+    def per_unit(self) -> float:
+        return self.project / self.units if self.units else math.nan
+
+
+def point_write(out: Path, point: Point) -> None:
+    out.write_text(json.dumps(asdict(point), default=str))
+
+
+def points_measure(module: str, sizes: Sequence[int], args: Sequence[str], url: str = "") -> list[Point]:
+    """Run ``python -m bench.<module> --size N --point OUT <args>`` for each size, in order."""
+    points = []
+    workdir = Path(tempfile.mkdtemp(prefix=f"tiffin-bench-{module}-"))
+    for size in sizes:
+        out = workdir / f"{size}.json"
+        command = [PYTHON, "-m", f"bench.{module}", "--size", str(size), "--point", str(out), *args]
+        print(f"--- {' '.join(command[1:])}", flush=True)
+        code = run(command, cwd=ROOT, env=child_env(url) if url else None)
+        if code != 0 or not out.exists():
+            raise SystemExit(f"bench.{module} at size {size} failed (exit code {code})")
+        points.append(Point(**json.loads(out.read_text())))
+    return points
+
+
+def curve_rows(what: str, unit: str, points: Sequence[Point]) -> list[Row]:
+    """Per size: the time beside the reference (goal: at most RATIO_GOAL x); then the
+    flatness of the time per unit, largest size over smallest (goal: at most FLAT_GOAL)."""
+    rows = [
+        Row(f"{what}, {p.size:,} {unit}", "s", p.project, p.reference, goal=f"<= {RATIO_GOAL:g} x reference",
+            passed=p.ratio <= RATIO_GOAL)
+        for p in points
+    ]  # fmt: skip
+    if len(points) > 1:
+        first, last = points[0], points[-1]
+        flat = last.per_unit / first.per_unit
+        rows.append(
+            Row(f"time per unit, {last.size:,} vs {first.size:,} {unit}", "x", flat, None, None,
+                f"<= {FLAT_GOAL:g}", flat <= FLAT_GOAL)
+        )  # fmt: skip
+    return rows
+
+
+def curve_table(unit: str, points: Sequence[Point]) -> str:
+    """The per-size detail: units of work, both times, the ratio, time per unit for both."""
+    header = [unit, "units", "project s", "reference s", "ratio", "project us/unit", "reference us/unit"]
+    body = [
+        [f"{p.size:,}", f"{p.units:,}", fmt(p.project), fmt(p.reference), fmt(p.ratio),
+         fmt(p.per_unit * 1e6), fmt(p.reference / p.units * 1e6 if p.units else math.nan)]
+        for p in points
+    ]  # fmt: skip
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)) for cells in [header, *body])
+
+
+def curve_plot(name: str, title: str, xlabel: str, points: Sequence[Point], labels: tuple[str, str]) -> Path:
+    """Time against size on log axes, project and reference; written to docs/bench/<name>.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    PLOTS.mkdir(parents=True, exist_ok=True)
+    figure, axes = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    sizes = [p.size for p in points]
+    axes.plot(sizes, [p.project for p in points], marker="o", label=labels[0])
+    axes.plot(sizes, [p.reference for p in points], marker="s", linestyle="--", label=labels[1])
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel("seconds")
+    axes.set_title(title, fontsize=10)
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    path = PLOTS / f"{name}.png"
+    figure.savefig(path, metadata={"Software": None})
+    plt.close(figure)
+    return path
+
+
+def sizes_parse(text: str) -> list[int]:
+    """``1000,10000`` -> [1000, 10000]; raises ValueError with a message on anything else."""
+    try:
+        sizes = [int(part.replace("_", "")) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{text!r} is not a comma-separated list of sizes") from None
+    if not sizes or any(size < 1 for size in sizes) or sizes != sorted(set(sizes)):
+        raise ValueError(f"{text!r}: sizes must be positive, distinct and ascending")
+    return sizes

@@ -1,0 +1,146 @@
+"""Benchmark 7: the scheduler pass as the number of declared cron jobs grows.
+
+5, 50 and 500 cron jobs (generated: ``bench/cron_jobs.py``, every minute each), each size
+in a database of its own. After a first pass registers them, ``--passes`` passes one
+simulated minute apart each find one due tick per job, claim it and enqueue its task.
+
+- project: ``scheduling.dispatch.tick_pass`` in this process, timed pass by pass: the
+  registration upsert, per job its cursor, its ticks, the misfire plan, the claim
+  (``INSERT ... ON CONFLICT DO NOTHING RETURNING``) with its django-q2 enqueue and its
+  event in one transaction; then the abandon, due-run and requeue queries.
+- reference: the same claims with bare psycopg, per job and minute one transaction of the
+  claim (the same INSERT into ``bench_claims``, a copy of job_runs with its unique key and
+  indexes) and a task row (into ``bench_queue``, a copy of django-q2's queue table).
+
+Reported per size: the time of all passes beside the reference's, claims per second, and
+the time per claim from the smallest size to the largest. Goals: at most 1.2 x the
+reference at every size, time per claim flat (within 1.5 x), every tick claimed once.
+
+    python -m bench.scheduler_pass [--sizes 5,50,500] [--passes 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+
+from bench.common import ROOT, Report, Row, database_create, database_drop, django_setup, fmt, sql_run, sql_value
+from bench.curves import Point, curve_plot, curve_rows, curve_table, point_write, points_measure, sizes_parse
+
+NAME = "scheduler_pass"
+CRON_JOB_PREFIX = "bench-cron-"  # the jobs bench/cron_jobs.py declares
+T0 = datetime(2027, 3, 1, tzinfo=UTC)
+REFERENCE_SETUP = """
+CREATE TABLE bench_claims (LIKE job_runs INCLUDING ALL);
+CREATE TABLE bench_queue (LIKE django_q_ormq INCLUDING ALL);
+"""
+REFERENCE_CLAIM = (
+    "INSERT INTO bench_claims (job_name, subject, scheduled_for, due_at, status, trigger, created_at, "
+    "enqueued_at, finished_at, skip_reason, attempts, worker, error) "
+    "VALUES (%s, '', %s, %s, 'enqueued', 'cron', %s, %s, NULL, '', 0, '', '') "
+    "ON CONFLICT (job_name, subject, scheduled_for) DO NOTHING RETURNING id"
+)
+REFERENCE_ENQUEUE = "INSERT INTO bench_queue (key, payload, lock) VALUES (%s, %s, NULL)"
+
+
+def point(size: int, passes: int) -> Point:
+    """One size, in a database of its own (dropped afterwards)."""
+    name = f"{NAME}_{size}"
+    url = database_create(name)
+    try:
+        sql_run(url, REFERENCE_SETUP)
+        reference = reference_run(url, size, passes)
+        django_setup(url, SCHEDULING_EXTRA_JOB_MODULES="bench.cron_jobs", BENCH_CRON_JOBS=str(size))
+        project, claimed = project_run(passes)
+        # The app's own cron jobs claim their ticks in the same passes (cancel-stale-orders
+        # at the fifth minute): every enqueued run of any job must have its one task.
+        tasks = sql_value(url, "SELECT count(*) FROM django_q_ormq")
+        enqueued = sql_value(url, "SELECT count(*) FROM job_runs WHERE status = 'enqueued'")
+        extra = {"claimed": claimed, "tasks": tasks, "enqueued": enqueued}
+        return Point(size=size, units=size * passes, project=project, reference=reference, extra=extra)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        database_drop(name)
+
+
+def project_run(passes: int) -> tuple[float, int]:
+    """A first pass registers the jobs (untimed); then ``passes`` timed ones, a minute apart."""
+    from scheduling.dispatch import tick_pass
+
+    tick_pass(now=T0)
+    seconds, claimed = 0.0, 0
+    for minute in range(1, passes + 1):
+        started = time.perf_counter()
+        report = tick_pass(now=T0 + timedelta(minutes=minute))
+        seconds += time.perf_counter() - started
+        claimed += sum(1 for c in report.claimed if c.job_name.startswith(CRON_JOB_PREFIX))
+    return seconds, claimed
+
+
+def reference_run(url: str, size: int, passes: int) -> float:
+    with psycopg.connect(url) as conn:
+        started = time.perf_counter()
+        for minute in range(1, passes + 1):
+            tick = T0 + timedelta(minutes=minute)
+            for i in range(size):
+                with conn.transaction():
+                    won = conn.execute(REFERENCE_CLAIM, [f"{CRON_JOB_PREFIX}{i}", tick, tick, tick, tick]).fetchone()
+                    if won:
+                        conn.execute(REFERENCE_ENQUEUE, [f"task-{won[0]}", f"run {won[0]}"])
+        return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="5,50,500", help="declared cron jobs per size, comma-separated")
+    parser.add_argument("--passes", type=int, default=5, help="timed passes per size, a simulated minute apart")
+    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--point", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.passes < 1:
+        parser.error("--passes must be at least 1")
+    if args.point:
+        point_write(args.point, point(args.size, args.passes))
+        return 0
+    try:
+        sizes = sizes_parse(args.sizes)
+    except ValueError as error:
+        parser.error(str(error))
+    return report(args, points_measure(NAME, sizes, ["--passes", str(args.passes)])).finish()
+
+
+def report(args: argparse.Namespace, points: list[Point]) -> Report:
+    rep = Report(
+        name=NAME,
+        title=f"7. scheduler pass: {', '.join(f'{p.size:,}' for p in points)} cron jobs, {args.passes} passes each",
+        command="python -m bench.scheduler_pass " + " ".join(sys.argv[1:]),
+        project="tick_pass: register, per job cursor + ticks + claim + django-q2 enqueue + event, then the run queries",
+        reference="bare psycopg: per job and minute one transaction of the claim INSERT and a queue row",
+    )
+    rep.add(*curve_rows("all passes", "jobs", points))
+    for p in points:
+        rep.add(
+            Row(f"claims per second, {p.size:,} jobs", "/s", p.units / p.project, p.units / p.reference, "higher"),
+            Row(f"ticks claimed once, each with its task, {p.size:,} jobs", "runs", p.extra["claimed"], p.units,
+                None, f"{p.units:,}, tasks = enqueued runs",
+                p.extra["claimed"] == p.units and p.extra["tasks"] == p.extra["enqueued"]),
+        )  # fmt: skip
+    rep.tables.append("per size (unit: one tick claimed and enqueued):\n" + curve_table("jobs", points))
+    plot = curve_plot(NAME, f"scheduler pass: {args.passes} passes", "declared cron jobs", points,
+                      ("project (tick_pass)", "claim + queue row, raw SQL"))  # fmt: skip
+    rep.note(f"plot: {plot.relative_to(ROOT)}")
+    rep.note(f"pass time at {points[-1].size:,} jobs: {fmt(points[-1].project / args.passes * 1000)} ms")
+    rep.note("each size in a database of its own; a first, untimed pass registers the jobs")
+    rep.note("measured on a shared 2-core machine (other work running): ratios hold better than absolute times")
+    return rep
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

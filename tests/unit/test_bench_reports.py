@@ -1,0 +1,47 @@
+"""The benchmarks' report plumbing: kept result sections and the cost-curve verdicts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench.curves import Point, curve_rows, sizes_parse
+from bench.markdown import results_markdown, sections_kept
+
+MACHINE = {"nproc": 2, "memory_gib": 8.0, "postgresql": "15", "python": "3.11", "load_average": [1.0, 1.0, 1.0]}
+
+
+def _result(name: str) -> dict[str, object]:
+    return {"title": f"{name} title", "command": f"python -m bench.{name}", "started_at": "2026-12-01T12:00:00+00:00",
+            "passed": True, "table": f"{name} table", "machine": MACHINE}  # fmt: skip
+
+
+def test_it_keeps_the_sections_of_benchmarks_not_run_here() -> None:
+    before = results_markdown({"payouts": _result("payouts"), "history": _result("history")})
+    after = results_markdown({"payouts": {**_result("payouts"), "table": "new table"}}, sections_kept(before))
+    assert "history table" in after
+    assert "new table" in after
+    assert "payouts table" not in after
+    assert after.index("bench:result payouts") < after.index("bench:result history")
+
+
+def _point(size: int, project: float, reference: float) -> Point:
+    return Point(size=size, units=size, project=project, reference=reference, extra={})
+
+
+def test_it_fails_a_size_over_the_ratio_and_a_curve_that_grows() -> None:
+    rows = curve_rows("time", "carts", [_point(100, 1.0, 1.0), _point(1000, 20.0, 10.0)])
+    assert [row.passed for row in rows] == [True, False, False]
+    assert rows[-1].project == pytest.approx(2.0)
+    assert math.isclose(rows[1].ratio or 0, 2.0)
+
+
+@pytest.mark.parametrize("text", ["", "10,x", "100,10", "0,10", "10,10"])
+def test_it_refuses_sizes_that_are_not_positive_distinct_and_ascending(text: str) -> None:
+    with pytest.raises(ValueError, match=r"sizes|comma-separated"):
+        sizes_parse(text)
+
+
+def test_it_reads_sizes_with_underscores() -> None:
+    assert sizes_parse("1_000,10000") == [1000, 10000]
