@@ -42,6 +42,9 @@ demo: $(STAMP) ## The main job end to end on the SQLite default: seed, then 3 se
 	PAYOUT_BATCH_SIZE=1 $(PY) manage.py simulate --reset --start $(DEMO_START) --duration 2h --speed 120 --servers 3 \
 	  --crash-worker 30m --fault-job weekly-payouts --log-dir db/demo-logs
 	@echo ""
+	@echo "The nightly cart clean-up (02:00 UTC, outside the two simulated hours), run once here through its claim:"
+	@DEBUG=1 LOG_LEVEL=WARNING $(PY) manage.py run_job clean-carts --sync
+	@echo ""
 	@echo "Look around: 'make up' serves the admin at http://127.0.0.1:8000/admin/ (it prints a login)"
 	@echo "  job runs, their events and fences: /admin/scheduling/jobrun/   payouts: /admin/payouts/payout/"
 	@echo "  '$(PY) manage.py demo_summary' prints the payouts per restaurant and week; process logs are in db/demo-logs/"
