@@ -9,15 +9,15 @@ import threading
 from types import FrameType
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from simulation.strategies import Strategy, cron_loop
-from tiffin.cli import parse_instant
+from tiffin.cli import TiffinCommand, parse_instant
 
 NAIVE = [strategy.value for strategy in Strategy if strategy != Strategy.CLAIM]
 
 
-class Command(BaseCommand):
+class Command(TiffinCommand):
     help = (
         "Fire the strategy probe at every tick by this server's clock, under a strategy without claims "
         f"({', '.join(NAIVE)}), until SIGTERM. Started by simulate --strategy."
