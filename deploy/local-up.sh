@@ -75,7 +75,7 @@ ${handover:+
   Tiffin is up on $DATABASE_URL
   Admin:      http://$HOST:$PORT/admin/   ($login)
   Dashboard:  http://$HOST:$PORT/admin/scheduling/schedule/dashboard/
-  Explainer:  http://$HOST:$PORT/admin/scheduling/schedule/explain/
+  Explainer:  http://$HOST:$PORT/cron/   (no login needed)
   Health:     http://$HOST:$PORT/healthz
   Ctrl-C stops the web server and the worker.
 
