@@ -1,11 +1,11 @@
-"""Views: /healthz for probes, /metrics for Prometheus, the staff's schedules dashboard,
-and the cron explainer (public at /cron/: it reads no data)."""
+"""Views: /healthz for probes, /metrics for Prometheus, the staff's schedules dashboard
+(its timeline is ``scheduling.timeline``), and the cron explainer (public at /cron/: it
+reads no data)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, tzinfo
+from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -22,15 +22,8 @@ from scheduling import cron
 from scheduling.alerts import alerts_open_count, alerts_open_groups
 from scheduling.explain import MAX_COUNT, cron_explain
 from scheduling.metrics import CONTENT_TYPE, metrics_render, token_accepted
-from scheduling.selectors import (
-    LATE_AFTER,
-    MISSED,
-    JobTimeline,
-    TimelineTick,
-    jobs_overview,
-    jobs_timeline,
-    scheduler_last_pass_at,
-)
+from scheduling.selectors import jobs_overview, scheduler_last_pass_at
+from scheduling.timeline import LATE_AFTER, jobs_timeline, span_text, timeline_draw
 from tiffin import clock
 
 
@@ -91,47 +84,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
 
 # --- The schedules dashboard ------------------------------------------------------------
 
-# The timeline picture: a row of expected ticks over a row of runs, WIDTH user units wide.
-WIDTH, TICK_Y, TICK_H, RUN_Y, RUN_H, AXIS_Y, HEIGHT = 900.0, 6.0, 10.0, 24.0, 16.0, 44.0, 60.0
-# A late run is drawn at least this far right of its tick, however short the delay.
-MIN_LATE_OFFSET = 3.0
 MAX_DAYS = 35
-
-
-@dataclass(frozen=True)
-class Mark:
-    x: float
-    y: float
-    width: float
-    height: float
-    css: str
-    title: str
-
-
-@dataclass(frozen=True)
-class Link:
-    """From a tick (bottom of the tick row) to its late run (top of the run row)."""
-
-    x1: float
-    x2: float
-    css: str
-    y1: float = TICK_Y + TICK_H
-    y2: float = RUN_Y
-
-
-@dataclass(frozen=True)
-class Drawing:
-    """A job's timeline in SVG coordinates; the template only draws it."""
-
-    marks: list[Mark]
-    links: list[Link]
-    gridlines: list[tuple[float, str]]
-    counts: dict[str, int]
-    timeline: JobTimeline
-    width: float = WIDTH
-    height: float = HEIGHT
-    axis_y: float = AXIS_Y
-
 
 # The newest runs listed for each job, so its last outcomes show without a click.
 RECENT_RUNS = 5
@@ -140,7 +93,7 @@ RECENT_RUNS = 5
 def dashboard(request: HttpRequest, *, context: dict[str, Any]) -> HttpResponse:
     """Every job with its schedule, next fire times, last runs and timeline picture.
 
-    Each timeline spans about its job's last TIMELINE_FITTED_TICKS ticks, or the last
+    Each timeline spans about its job's last TIMELINE_FITTED_TICKS ticks (scheduling.timeline), or the last
     ``?days=N`` for every job. After an action on a job (``?job=NAME``, the page returning
     to that job's section), its confirmation is shown in that section, not at the top.
     """
@@ -155,7 +108,7 @@ def dashboard(request: HttpRequest, *, context: dict[str, Any]) -> HttpResponse:
             "rows": rows,
             "days": days,
             "now": now,
-            "late_after": _seconds(LATE_AFTER),
+            "late_after": span_text(LATE_AFTER),
             "focus": request.GET.get("job", ""),
         }
     )
@@ -170,84 +123,6 @@ def _days(raw: str | None) -> int | None:
         return min(max(int(raw), 1), MAX_DAYS)
     except ValueError:
         return None
-
-
-def timeline_draw(timeline: JobTimeline) -> Drawing:
-    """Place each expected tick, its run (offset right by its lateness) and the missed
-    slots on the picture; late runs are at least MIN_LATE_OFFSET right of their tick."""
-    scale = WIDTH / max((timeline.end - timeline.start).total_seconds(), 1.0)
-    bar = min(max(WIDTH / max(len(timeline.ticks), 1) * 0.6, 1.5), 8.0)
-
-    def x_of(moment: datetime) -> float:
-        return min(max((moment - timeline.start).total_seconds() * scale, 0.0), WIDTH - bar)
-
-    marks: list[Mark] = []
-    links: list[Link] = []
-    counts: dict[str, int] = {}
-    zone = cron.zone(timeline.job.timezone)
-    for tick in timeline.ticks:
-        counts[tick.outcome] = counts.get(tick.outcome, 0) + 1
-        counts["late"] = counts.get("late", 0) + tick.late
-        x_tick, title = x_of(tick.scheduled_for), _tick_title(tick, zone)
-        marks.append(Mark(x_tick, TICK_Y, bar, TICK_H, f"tick {tick.outcome}", title))
-        if tick.run is None:
-            marks.append(Mark(x_tick, RUN_Y, bar, RUN_H, f"slot {tick.outcome}", title))
-            continue
-        x_run = x_of(tick.run.started_at) if tick.run.started_at else x_tick
-        if tick.late:
-            x_run = min(max(x_run, x_tick + MIN_LATE_OFFSET), WIDTH - bar)
-            links.append(Link(x_tick + bar / 2, x_run + bar / 2, "link late"))
-        marks.append(Mark(x_run, RUN_Y, bar, RUN_H, f"run {tick.outcome}{' late' if tick.late else ''}", title))
-    for run in timeline.other_runs:
-        title = f"{_when(run.scheduled_for, zone)}: {run.trigger} run, {run.status}"
-        marks.append(Mark(x_of(run.scheduled_for), RUN_Y, bar, RUN_H, f"run {run.status} manual", title))
-    return Drawing(marks, links, _gridlines(timeline, x_of), counts, timeline)
-
-
-def _gridlines(timeline: JobTimeline, x_of: Callable[[datetime], float]) -> list[tuple[float, str]]:
-    """Lines at whole UTC days (a span of more than two days) or hours, labelled, at most
-    about twelve labels."""
-    span = timeline.end - timeline.start
-    unit, label = (timedelta(days=1), "%a %d %b") if span > timedelta(days=2) else (timedelta(hours=1), "%H:%M")
-    if unit == timedelta(hours=1) and span > timedelta(hours=12):
-        label = "%a %H:%M"
-    every = unit * max(int(span / unit) // 12, 1)
-    first = timeline.start.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    if unit == timedelta(days=1):
-        first = first.replace(hour=0) + (timedelta(days=1) if first.hour else timedelta(0))
-    lines, moment = [], first
-    while moment <= timeline.end:
-        lines.append((x_of(moment), f"{moment:{label}}"))
-        moment += every
-    return lines
-
-
-def _when(moment: datetime, zone: tzinfo) -> str:
-    local = moment.astimezone(zone)
-    utc = f"{moment:%Y-%m-%d %H:%M} UTC"
-    return utc if local.utcoffset() == timedelta(0) else f"{utc} ({local:%H:%M %Z})"
-
-
-def _tick_title(tick: TimelineTick, zone: tzinfo) -> str:
-    when = _when(tick.scheduled_for, zone)
-    if tick.run is None:
-        return f"{when}: {'missed, never claimed' if tick.outcome == MISSED else 'not claimed yet'}"
-    parts = [f"{when}: {tick.run.status}"]
-    if tick.run.skip_reason:
-        parts.append(tick.run.get_skip_reason_display().lower())
-    if tick.lateness is not None:
-        parts.append(f"started {_seconds(tick.lateness)} {'late' if tick.late else 'after the tick'}")
-    duration = tick.run.duration()
-    if duration is not None:
-        parts.append(f"took {_seconds(duration)}")
-    return ", ".join(parts)
-
-
-def _seconds(span: timedelta) -> str:
-    seconds = span.total_seconds()
-    if seconds < 120:
-        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 # --- The cron explainer -----------------------------------------------------------------
