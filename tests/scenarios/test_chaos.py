@@ -14,10 +14,14 @@ import pytest
 from simulation.chaos import NOT_INJECTED, ChaosKind, chaos_schedule
 from tests.scenarios.harness import Scenario
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
 
 START = datetime(2027, 3, 7, 20, 0, tzinfo=UTC)  # half an hour before the Sunday payout tick
 DURATION = timedelta(minutes=45)
+# 60x, the speed `make chaos` measured its table at: a job's heartbeat timeout is then five
+# real seconds for the probe's 300 s. At 120x (2.5 s) a loaded CI machine's late heartbeats
+# abandoned one settlement run three times and it died, a timing artefact, not a fault.
+SPEED = 60
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -26,7 +30,7 @@ def test_a_seeded_fault_schedule_keeps_every_invariant_and_says_how_each_fault_w
 ) -> None:
     scenario.seed(restaurants=9, weeks=3, now=START)
     done = scenario.manage(
-        "simulate", "--start", START.isoformat(), "--duration", "45m", "--servers", "3", "--speed", "120",
+        "simulate", "--start", START.isoformat(), "--duration", "45m", "--servers", "3", "--speed", str(SPEED),
         "--chaos", str(seed), "--json", "--log-dir", str(tmp_path),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
