@@ -97,13 +97,15 @@ def test_redis_lock_lets_a_second_server_in_during_a_run_longer_than_its_ttl(
         [START + timedelta(minutes=3)],  # the long-run tick: 15 % into the window
     )
     assert charged - started >= timedelta(seconds=LONG_RUN_SECONDS)
-    # Its TTL ran out mid-run: another server took the lock and ran while it still worked,
-    # and its own charge, written after the lock had passed on, was accepted.
-    second = scenario.db.rows(
-        "SELECT server FROM simulation_strategy_runs WHERE id <> %s AND started_at > %s AND started_at < %s",
+    # Its TTL ran out mid-run: a later tick's cron line took the lock and ran while it still
+    # worked, and its own charge, written after the lock had passed on, was accepted. That
+    # line may be on any server, its own included (each firing takes the lock with a fresh
+    # token, and the three race for it at each tick), so only the overlap is asserted.
+    overlapping = scenario.db.scalar(
+        "SELECT count(*) FROM simulation_strategy_runs WHERE id <> %s AND started_at > %s AND started_at < %s",
         [long_id, started, charged],
     )
-    assert second and any(server != long_server for (server,) in second)
+    assert overlapping >= 1, f"no execution started during {long_server}'s long run"
     assert stale is True and result["stale_accepted"] >= 1 and result["exactly_once"] is False
 
 
