@@ -182,10 +182,6 @@ def test_the_list_links_each_payout_to_its_run_and_the_page_lists_the_orders_it_
     assert sum(o.total for o in orders.context["cl"].queryset) == payout.gross
 
 
-# --- CSV export ------------------------------------------------------------------------------
-
-
-@pytest.mark.django_db
 @pytest.mark.django_db
 def test_the_list_leads_with_restaurant_local_week_and_money_and_labels_utc(admin_client, paid):
     response = admin_client.get(reverse(CHANGELIST) + "?restaurant=" + str(paid[0].pk))
@@ -215,6 +211,10 @@ def test_a_payout_is_titled_by_its_restaurant_and_local_week(admin_client, paid)
     assert "2027-02-28 18:30 to 2027-03-07 18:30 UTC" in page
 
 
+# --- CSV export ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
 def test_the_csv_export_returns_exactly_the_filtered_rows(admin_client, paid):
     rows = export(admin_client, "?restaurant__timezone=Europe/London&week=2027-03-15")
     wanted = Payout.objects.filter(restaurant__timezone="Europe/London", week_start_local="2027-03-15")
