@@ -332,26 +332,33 @@ def test_a_raw_sql_delivery_inside_a_paid_week_is_refused_by_the_database(paid_l
 @pytest.mark.parametrize(
     "statement",
     [
-        "DELETE FROM orders_order WHERE id = %s",
-        "UPDATE orders_order SET total = total + 1 WHERE id = %s",
-        "UPDATE orders_order SET delivered_at = delivered_at + interval '1 week' WHERE id = %s",
-        "UPDATE orders_order SET restaurant_id = restaurant_id WHERE id = %s AND false",  # a no-op passes
+        "DELETE FROM orders_order WHERE id = %(order)s",
+        "UPDATE orders_order SET total = total + 1 WHERE id = %(order)s",
+        "UPDATE orders_order SET delivered_at = delivered_at + interval '1 week' WHERE id = %(order)s",
+        "UPDATE orders_order SET restaurant_id = %(other)s WHERE id = %(order)s",
+        "UPDATE orders_order SET status = 'cancelled', cancelled_at = delivered_at WHERE id = %(order)s",
     ],
 )
 def test_a_paid_order_cannot_be_deleted_or_changed_by_plain_sql(paid_london, statement):
     _, order = paid_london
+    other = restaurant_at("Europe/Paris", datetime(2026, 11, 2, 12, tzinfo=UTC))  # never paid: the move is refused
     before = Order.objects.values().get(pk=order.pk)
-    if "AND false" in statement:
-        with connection.cursor() as cursor:
-            cursor.execute(statement, [order.pk])
-    else:
-        with (
-            pytest.raises(IntegrityError, match="is covered by a payout"),
-            transaction.atomic(),
-            connection.cursor() as cursor,
-        ):
-            cursor.execute(statement, [order.pk])
+    with (
+        pytest.raises(IntegrityError, match="is covered by a payout"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(statement, {"order": order.pk, "other": other.pk})
     assert Order.objects.values().get(pk=order.pk) == before
+
+
+@pytest.mark.postgres
+def test_a_paid_order_keeps_its_guarded_columns_but_others_may_change(paid_london):
+    _, order = paid_london
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE orders_order SET customer_ref = 'renamed' WHERE id = %s", [order.pk])
+        assert cursor.rowcount == 1
+    assert Order.objects.get(pk=order.pk).customer_ref == "renamed"
 
 
 @pytest.mark.postgres
@@ -376,6 +383,27 @@ def test_the_onboarding_rate_never_changes_and_rate_history_cannot_reach_a_paid_
             created_at=TICK[15],
         )
     assert not CommissionRateChange.objects.exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE orders_commissionratechange SET effective_from = '2026-11-03 00:00+00' WHERE id = %s",
+        "UPDATE orders_commissionratechange SET rate = 0.5 WHERE id = %s",
+        "DELETE FROM orders_commissionratechange WHERE id = %s",
+    ],
+)
+def test_a_recorded_rate_change_cannot_be_rewritten_or_deleted_by_plain_sql(paid_london, statement):
+    london, _ = paid_london
+    now = datetime(2026, 11, 20, tzinfo=UTC)
+    change = restaurant_rate_change(
+        restaurant_id=london.pk, rate=Decimal("0.2"), effective_from=datetime(2026, 12, 7, tzinfo=UTC), now=now
+    )
+    before = CommissionRateChange.objects.values().get(pk=change.pk)
+    with pytest.raises(IntegrityError, match="is history"), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(statement, [change.pk])
+    assert list(CommissionRateChange.objects.values()) == [before]
 
 
 @pytest.mark.django_db
