@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -332,26 +333,33 @@ def test_a_raw_sql_delivery_inside_a_paid_week_is_refused_by_the_database(paid_l
 @pytest.mark.parametrize(
     "statement",
     [
-        "DELETE FROM orders_order WHERE id = %s",
-        "UPDATE orders_order SET total = total + 1 WHERE id = %s",
-        "UPDATE orders_order SET delivered_at = delivered_at + interval '1 week' WHERE id = %s",
-        "UPDATE orders_order SET restaurant_id = restaurant_id WHERE id = %s AND false",  # a no-op passes
+        "DELETE FROM orders_order WHERE id = %(order)s",
+        "UPDATE orders_order SET total = total + 1 WHERE id = %(order)s",
+        "UPDATE orders_order SET delivered_at = delivered_at + interval '1 week' WHERE id = %(order)s",
+        "UPDATE orders_order SET restaurant_id = %(other)s WHERE id = %(order)s",
+        "UPDATE orders_order SET status = 'cancelled', cancelled_at = delivered_at WHERE id = %(order)s",
     ],
 )
 def test_a_paid_order_cannot_be_deleted_or_changed_by_plain_sql(paid_london, statement):
     _, order = paid_london
+    other = restaurant_at("Europe/Paris", datetime(2026, 11, 2, 12, tzinfo=UTC))  # never paid: the move is refused
     before = Order.objects.values().get(pk=order.pk)
-    if "AND false" in statement:
-        with connection.cursor() as cursor:
-            cursor.execute(statement, [order.pk])
-    else:
-        with (
-            pytest.raises(IntegrityError, match="is covered by a payout"),
-            transaction.atomic(),
-            connection.cursor() as cursor,
-        ):
-            cursor.execute(statement, [order.pk])
+    with (
+        pytest.raises(IntegrityError, match="is covered by a payout"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(statement, {"order": order.pk, "other": other.pk})
     assert Order.objects.values().get(pk=order.pk) == before
+
+
+@pytest.mark.postgres
+def test_a_paid_order_keeps_its_guarded_columns_but_others_may_change(paid_london):
+    _, order = paid_london
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE orders_order SET customer_ref = 'renamed' WHERE id = %s", [order.pk])
+        assert cursor.rowcount == 1
+    assert Order.objects.get(pk=order.pk).customer_ref == "renamed"
 
 
 @pytest.mark.postgres
@@ -378,13 +386,44 @@ def test_the_onboarding_rate_never_changes_and_rate_history_cannot_reach_a_paid_
     assert not CommissionRateChange.objects.exists()
 
 
-@pytest.mark.django_db
-def test_no_admin_path_deletes_an_order(admin_user):
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE orders_commissionratechange SET effective_from = '2026-11-03 00:00+00' WHERE id = %s",
+        "UPDATE orders_commissionratechange SET rate = 0.5 WHERE id = %s",
+        "DELETE FROM orders_commissionratechange WHERE id = %s",
+    ],
+)
+def test_a_recorded_rate_change_cannot_be_rewritten_or_deleted_by_plain_sql(paid_london, statement):
+    london, _ = paid_london
+    now = datetime(2026, 11, 20, tzinfo=UTC)
+    change = restaurant_rate_change(
+        restaurant_id=london.pk, rate=Decimal("0.2"), effective_from=datetime(2026, 12, 7, tzinfo=UTC), now=now
+    )
+    before = CommissionRateChange.objects.values().get(pk=change.pk)
+    with pytest.raises(IntegrityError, match="is history"), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(statement, [change.pk])
+    assert list(CommissionRateChange.objects.values()) == [before]
+
+
+def test_no_admin_path_deletes_an_order(paid_london, admin_user, admin_client, admin_pages):
+    london, paid_order = paid_london
+    unpaid_order = deliver(london, datetime(2026, 11, 10, 12, tzinfo=UTC), "7.00")  # waiting: would lower a payout
     request = RequestFactory().get("/admin/orders/order/")
     request.user = admin_user
     order_admin = site._registry[Order]
     assert not order_admin.has_delete_permission(request)
     assert "delete_selected" not in order_admin.get_actions(request)
+    # What a superuser's browser would post: the bulk delete's confirmation, and the delete page.
+    ids = [str(paid_order.pk), str(unpaid_order.pk)]
+    admin_client.post(
+        reverse("admin:orders_order_changelist"), {"action": "delete_selected", "post": "yes", "_selected_action": ids}
+    )
+    for order in (paid_order, unpaid_order):
+        delete = reverse("admin:orders_order_delete", args=[order.pk])
+        assert admin_client.post(delete, {"post": "yes"}).status_code == 403
+    assert sorted(Order.objects.values_list("pk", flat=True)) == sorted([paid_order.pk, unpaid_order.pk])
 
 
 # --- The invariant, checked by check_runs ----------------------------------------------------
@@ -469,6 +508,70 @@ def test_the_admin_adds_a_rate_change_for_the_future_and_refuses_one_in_the_past
     assert "2026-11-09 00:00 UTC" in page  # paid through
     london.refresh_from_db()
     assert london.commission_rate == Decimal("0.1500")  # the onboarding rate is untouched
+
+
+def test_the_admin_cannot_rewrite_a_rate_change_already_recorded(paid_london, admin_client, admin_pages):
+    london, _ = paid_london
+    url = reverse("admin:orders_restaurant_change", args=[london.pk])
+    with time_machine.travel(datetime(2026, 11, 20, tzinfo=UTC), tick=False):
+        assert admin_client.post(url, _rate_change_post(london, "2026-12-07")).status_code == 302
+        [change] = CommissionRateChange.objects.filter(restaurant=london)
+        rewrite = {  # the recorded row posted back with an earlier instant and another rate
+            **_rate_change_post(london, "2026-11-03"),
+            "rate_changes-INITIAL_FORMS": "1",
+            "rate_changes-0-id": str(change.pk),
+            "rate_changes-0-restaurant": str(london.pk),
+            "rate_changes-0-rate": "0.9000",
+        }
+        admin_client.post(url, rewrite)
+    assert list(CommissionRateChange.objects.values_list("pk", "rate", "effective_from")) == [
+        (change.pk, Decimal("0.2000"), datetime(2026, 12, 7, tzinfo=UTC))
+    ]
+
+
+def test_the_restaurant_page_shows_the_orders_waiting_for_their_payout(paid_london, admin_client, admin_pages):
+    london, _ = paid_london
+    url = reverse("admin:orders_restaurant_change", args=[london.pk])
+    assert "none" in _readonly(admin_client.get(url).content.decode(), "orders_waiting")
+    deliver(london, datetime(2026, 11, 10, 12, tzinfo=UTC), "7.00")
+    assert _readonly(admin_client.get(url).content.decode(), "orders_waiting") == "1 orders, gross 7.00"
+
+
+def test_a_payouts_admin_page_shows_its_rate_and_tz_database_release(paid_london, admin_client, admin_pages):
+    london, _ = paid_london
+    [payout] = ledger(london)
+    page = admin_client.get(reverse("admin:payouts_payout_change", args=[payout.pk])).content.decode()
+    assert _readonly(page, "tzdata_version") == TZDATA_VERSION
+    assert _readonly(page, "commission_rate") == "0.1500"
+
+
+@pytest.mark.parametrize("zone", ["localtime", "posixrules", "Factory", "EST", "EST5EDT", "Asia/Calcutta"])
+def test_the_admin_refuses_a_zone_that_is_not_a_canonical_name(db, admin_client, admin_pages, zone):
+    response = admin_client.post(
+        reverse("admin:orders_restaurant_add"),
+        {
+            "name": "Anywhere",
+            "timezone": zone,
+            "commission_rate": "0.1500",
+            "onboarded_at_0": "2026-11-02",
+            "onboarded_at_1": "12:00:00",
+            "is_active": "on",
+            "rate_changes-TOTAL_FORMS": "0",
+            "rate_changes-INITIAL_FORMS": "0",
+            "rate_changes-MIN_NUM_FORMS": "0",
+            "rate_changes-MAX_NUM_FORMS": "1000",
+        },
+    )
+    assert response.status_code == 200  # the form again, with the error
+    assert "is not a canonical IANA time zone" in response.content.decode()
+    assert not Restaurant.objects.exists()
+
+
+def _readonly(page: str, field: str) -> str:
+    """The text of a read-only field on an admin change page."""
+    found = re.search(rf'field-{field}\b.*?<div class="readonly">(.*?)</div>', page, re.DOTALL)
+    assert found, f"no read-only field {field} on the page"
+    return found.group(1).strip()
 
 
 def test_the_admin_deactivates_a_restaurant_through_the_service(paid_london, admin_client, admin_pages):

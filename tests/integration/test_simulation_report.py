@@ -17,6 +17,7 @@ from scheduling.models import JobKind, JobRun, Misfire, Overlap, RunStatus, Sche
 from simulation.models import ProbeCharge
 from simulation.report import simulation_report
 from simulation.services import simulation_reset
+from tests.engine import pay
 
 T0 = datetime(2027, 3, 1, 12, 0, tzinfo=UTC)
 WINDOW_END = T0 + timedelta(minutes=60)
@@ -147,6 +148,29 @@ def test_payouts_are_checked_against_their_orders_and_for_unpaid_weeks(
     assert report.payouts.as_of == tick
     assert len(report.payouts.wrong_amounts) == 1 and "payout" in report.payouts.wrong_amounts[0]
     assert report.payouts.unpaid_weeks == 1  # the week of 2027-03-08 has no payout
+
+
+def test_the_ledger_invariant_is_a_line_of_the_report_even_when_every_payout_matches_its_orders(
+    restaurant_factory: Any, order_factory: Any
+) -> None:
+    SchedulerNode.objects.create(name="scheduler@test:1", started_at=T0, last_pass_at=WINDOW_END)
+    _schedule("weekly-payouts", "30 20 * * 0")
+    restaurant = restaurant_factory(timezone="UTC", onboarded_at=datetime(2027, 3, 1, tzinfo=UTC))
+    # Delivered before the restaurant's first week: in no payout, though each payout is right.
+    order_factory(
+        OrderStatus.DELIVERED,
+        restaurant=restaurant,
+        total=Decimal("40.00"),
+        placed_at=datetime(2027, 2, 26, 12, tzinfo=UTC),
+    )
+    pay(datetime(2027, 3, 21, 20, 30, tzinfo=UTC))
+    report = simulation_report(extra_problems=[])
+    payouts = report.payouts
+    assert (payouts.checked, payouts.wrong_amounts, payouts.duplicates, payouts.unpaid_weeks) == (2, [], 0, 0)
+    [line] = payouts.ledger
+    assert line.startswith(f"restaurant {restaurant.pk}: ") and "delivered before then total 40.00" in line
+    # The only payout problem (the order's own cancellation run, never executed here, is another).
+    assert [p for p in report.problems if not p.startswith("unfinished: cancel-stale-order")] == [f"ledger: {line}"]
 
 
 def test_an_order_cancelled_before_its_deadline_breaks_the_invariant_whatever_the_skew(
