@@ -33,6 +33,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DateTimeField, Expression
 from django.db.models.sql.compiler import SQLCompiler
 
+from tiffin.env import env_float
+
 
 @dataclass(frozen=True)
 class SimulatedClock:
@@ -56,14 +58,15 @@ def _from_environment() -> SimulatedClock | None:
     parsed = datetime.fromisoformat(start)
     if parsed.tzinfo is None:
         raise ValueError(f"TIFFIN_CLOCK_START={start!r} must carry a UTC offset")
-    speed = float(os.environ.get("TIFFIN_CLOCK_SPEED", "1"))
+    # Read as every other number setting is: nan and inf refused with the variable's name.
+    speed = env_float("TIFFIN_CLOCK_SPEED", 1.0)
     if speed <= 0:
         raise ValueError(f"TIFFIN_CLOCK_SPEED={speed} must be positive")
     return SimulatedClock(
         start=parsed.astimezone(UTC),
-        anchor=float(os.environ.get("TIFFIN_CLOCK_ANCHOR", str(time.time()))),
+        anchor=env_float("TIFFIN_CLOCK_ANCHOR", time.time()),
         speed=speed,
-        skew=float(os.environ.get("TIFFIN_CLOCK_SKEW", "0")),
+        skew=env_float("TIFFIN_CLOCK_SKEW", 0.0),
     )
 
 

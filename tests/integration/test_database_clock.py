@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from tiffin import clock
@@ -48,3 +49,12 @@ def test_on_the_accelerated_clock_it_runs_at_its_speed_without_the_process_skew(
     assert abs(db_now - expected) < timedelta(seconds=30)
     assert abs((process_now - db_now) - timedelta(seconds=3600)) < timedelta(seconds=30)
     assert abs((db_now - database_now(minus_seconds=90)) - timedelta(seconds=90)) < timedelta(seconds=30)
+
+
+@pytest.mark.parametrize("variable", ["TIFFIN_CLOCK_SPEED", "TIFFIN_CLOCK_SKEW", "TIFFIN_CLOCK_ANCHOR"])
+@pytest.mark.parametrize("raw", ["nan", "inf", "fast"])
+def test_a_clock_variable_that_is_not_a_finite_number_is_refused_by_name(accelerated, monkeypatch, variable, raw):
+    monkeypatch.setenv(variable, raw)
+    clock.reset()
+    with pytest.raises(ImproperlyConfigured, match=variable):
+        clock.now()
