@@ -235,7 +235,10 @@ class JobRunEvent(models.Model):
 
     class Meta:
         db_table = "job_run_events"
-        ordering = ["at", "id"]
+        # In the order they were written. ``at`` is the writing process's clock, and servers'
+        # clocks differ: a run abandoned by a fast scheduler and restarted by a slow worker
+        # would read "started -> succeeded -> abandoned" by time.
+        ordering = ["id"]
 
     def __str__(self) -> str:
         return f"{self.kind} at {self.at.isoformat()}"

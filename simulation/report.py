@@ -312,7 +312,7 @@ def run_story(*, run_id: int) -> str:
         return f"run {run_id}: gone"
     steps = [
         f"{kind} (fence {fence})" if kind == "started" else kind
-        for kind, fence in run.events.order_by("at", "id").values_list("kind", "fence")
+        for kind, fence in run.events.order_by("id").values_list("kind", "fence")  # written order
         if kind not in ("claimed", "enqueued")
     ]
     return f"{run.job_name} @ {run.scheduled_for:%H:%M} (run {run.id}): " + " -> ".join(steps)

@@ -288,6 +288,18 @@ def test_a_run_page_is_read_only_and_shows_its_events_fence_and_error(viewer):
     assert 'name="_save"' not in page
 
 
+def test_a_run_page_lists_its_events_in_the_order_they_were_written_not_by_their_clocks(viewer):
+    # A fast scheduler abandoned the run; a slow worker restarted it and it succeeded: by the
+    # writers' clocks the abandonment comes last, by the order of writing it comes second.
+    run = _run(T0, RunStatus.SUCCEEDED)
+    for kind, seconds in [("started", 0), ("abandoned", 200), ("started", 120), ("succeeded", 130)]:
+        JobRunEvent.objects.create(run=run, at=T0 + timedelta(seconds=seconds), kind=kind)
+    assert list(run.events.values_list("kind", flat=True)) == ["started", "abandoned", "started", "succeeded"]
+    page = viewer.get(reverse("admin:scheduling_jobrun_change", args=[run.pk])).content.decode()
+    rows = re.findall(r'<td class="original">\s*<p>\s*(\w+) at ', page)  # each inline row's title
+    assert rows == ["started", "abandoned", "started", "succeeded"]
+
+
 def test_nobody_adds_changes_or_deletes_engine_rows_here(admin_client):
     run = _run(T0)
     delete_run = reverse("admin:scheduling_jobrun_delete", args=[run.pk])
