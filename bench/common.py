@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,7 +30,8 @@ from typing import Any, Literal
 import psycopg
 from psycopg import sql as pgsql
 
-from bench.guardian import GRACE_SECONDS, groups_stop
+from bench.guardian import GRACE_SECONDS
+from simulation.processes import group_members, stop_group
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -207,13 +208,8 @@ def spawn(args: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
 def group_stop(process: subprocess.Popen[bytes], timeout: float = GRACE_SECONDS) -> int:
     """Stop ``process`` and its whole group: SIGTERM (the worker stops its cluster
     cleanly), SIGKILL to whatever is left after ``timeout``; wait for all of it."""
-    started = time.monotonic()
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        with suppress(subprocess.TimeoutExpired):
-            process.wait(timeout)
-    left = groups_stop([process.pid], grace=max(timeout - (time.monotonic() - started), 0.0))
-    process.wait()
+    stop_group(process, grace=timeout)
+    left = group_members(process.pid)
     if left:
         raise RuntimeError(f"processes {left} of group {process.pid} outlived SIGKILL")
     _guardian_tell(f"-{process.pid}")

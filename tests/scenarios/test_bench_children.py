@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bench.common import ROOT
-from bench.guardian import group_members
+from simulation.processes import group_members
 
 pytestmark = pytest.mark.scenario
 
