@@ -17,15 +17,17 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tiffin.clock import SimulatedClock
+if TYPE_CHECKING:  # tiffin.clock imports Django's ORM: the chaos table and bench.guardian run without it
+    from tiffin.clock import SimulatedClock
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 # Variables a simulated process must not inherit from the caller's shell.
@@ -47,6 +49,8 @@ class SimulatedTime:
         return cls(start=start.astimezone(UTC), anchor=time.time() + lead, speed=speed)
 
     def clock(self, *, skew: float = 0.0) -> SimulatedClock:
+        from tiffin.clock import SimulatedClock
+
         return SimulatedClock(start=self.start, anchor=self.anchor, speed=self.speed, skew=skew)
 
     def now(self) -> datetime:
@@ -196,24 +200,62 @@ def stop_group(
     return code
 
 
+def proc_stat(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name: [0] the state, [1] the
+    parent, [2] the process group, [11:15] CPU times; [] once the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _pids() -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
 def group_members(pgid: int) -> list[int]:
     """The live (not zombie) processes of process group ``pgid``."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
+    return [pid for pid in _pids() if (fields := proc_stat(pid)) and int(fields[2]) == pgid and fields[0] != "Z"]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process ``pid`` forked, and they forked, and so on (zombies included)."""
+    parents = {child: int(fields[1]) for child in _pids() if (fields := proc_stat(child))}
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
 
 
 def _wait_group_gone(pgid: int, deadline: float) -> None:
     while group_members(pgid) and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def sigterm_exits() -> Iterator[None]:
+    """While the block runs, SIGTERM raises ``SystemExit(143)`` the way Ctrl-C raises
+    KeyboardInterrupt, so the ``finally`` blocks and context managers that stop child
+    processes run before the process goes (SIGTERM's default ends it at once and leaves
+    its children running). A second SIGTERM while they run is let pass; SIGKILL remains.
+    The previous handler is back afterwards. Outside the main thread it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def exit_once(signum: int, frame: object) -> None:
+        if not received:
+            received.append(signum)
+            raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, exit_once)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class Fleet:
