@@ -190,7 +190,7 @@ chaos: $(STAMP) ## simulate --chaos for seeds 1-20 (an hour each at 60x): faults
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	psql "$(dir $(CHAOS_URL))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(CHAOS_URL)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(CHAOS_URL))'
 	DATABASE_URL=$(CHAOS_URL) $(PY) manage.py migrate --noinput --verbosity 0
-	DATABASE_URL=$(CHAOS_URL) $(PY) -m simulation.chaos_table --seeds $(CHAOS_SEEDS) --duration $(CHAOS_DURATION) --speed $(CHAOS_SPEED) $(CHAOS_ARGS)
+	DATABASE_URL=$(CHAOS_URL) exec $(PY) -m simulation.chaos_table --seeds $(CHAOS_SEEDS) --duration $(CHAOS_DURATION) --speed $(CHAOS_SPEED) $(CHAOS_ARGS)
 
 clean: ## Remove the virtual environment and the SQLite files
 	rm -rf $(VENV) db staticfiles

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,7 +30,8 @@ from typing import Any, Literal
 import psycopg
 from psycopg import sql as pgsql
 
-from bench.guardian import GRACE_SECONDS, groups_stop
+from bench.guardian import GRACE_SECONDS
+from simulation.processes import descendants, group_members, proc_stat, stop_group
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -207,13 +208,8 @@ def spawn(args: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
 def group_stop(process: subprocess.Popen[bytes], timeout: float = GRACE_SECONDS) -> int:
     """Stop ``process`` and its whole group: SIGTERM (the worker stops its cluster
     cleanly), SIGKILL to whatever is left after ``timeout``; wait for all of it."""
-    started = time.monotonic()
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        with suppress(subprocess.TimeoutExpired):
-            process.wait(timeout)
-    left = groups_stop([process.pid], grace=max(timeout - (time.monotonic() - started), 0.0))
-    process.wait()
+    stop_group(process, grace=timeout)
+    left = group_members(process.pid)
     if left:
         raise RuntimeError(f"processes {left} of group {process.pid} outlived SIGKILL")
     _guardian_tell(f"-{process.pid}")
@@ -249,35 +245,17 @@ class Child:
         Unlike wall-clock figures it hardly moves when other work shares the machine, so it
         compares the cost of two designs even on a busy host. Read it before ``stop``.
         """
-        return sum(_cpu(pid) for pid in [self.popen.pid, *_descendants(self.popen.pid)])
+        return sum(_cpu(pid) for pid in [self.popen.pid, *descendants(self.popen.pid)])
 
     def tail(self, lines: int = 30) -> str:
         text = self.log.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
 
 
-def _stat(pid: int) -> list[str]:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return []
-
-
 def _cpu(pid: int) -> float:
     """utime + stime + cutime + cstime of ``pid`` in seconds (0 if it is gone)."""
-    fields = _stat(pid)
+    fields = proc_stat(pid)
     return sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK") if fields else 0.0
-
-
-def _descendants(pid: int) -> list[int]:
-    pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
-    parents = {p: int(fields[1]) for p in pids if (fields := _stat(p))}
-    found, frontier = [], [pid]
-    while frontier:
-        children = [child for child, parent in parents.items() if parent in frontier]
-        found += children
-        frontier = children
-    return found
 
 
 def child_start(name: str, args: Sequence[str], *, env: dict[str, str], logs: Path) -> Child:

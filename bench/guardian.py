@@ -25,26 +25,12 @@ import signal
 import sys
 import time
 from collections.abc import Iterable
-from pathlib import Path
+
+from simulation.processes import group_members
 
 # How long a group gets between SIGTERM and SIGKILL, here and in bench.common's
 # group_stop: the project's worker stops its cluster cleanly in well under the default.
 GRACE_SECONDS = float(os.environ.get("BENCH_STOP_GRACE_SECONDS", "30"))
-
-
-def group_members(pgid: int) -> list[int]:
-    """The live (not zombie) processes of process group ``pgid``."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
 
 
 def groups_signal(pgids: Iterable[int], signum: int) -> None:

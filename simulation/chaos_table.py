@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+from simulation.processes import PROJECT_DIR, sigterm_exits, stop_group
+
 BREAK_VARIABLE = "TIFFIN_SIMULATE_BREAK"  # simulation.probe_jobs.BREAK_VARIABLE
+# How long a seed's simulate gets to stop its servers (Fleet's grace is 10 s) on SIGTERM.
+STOP_GRACE_SECONDS = 60.0
 # Column headings for simulation.chaos.ChaosKind's values, in its order (this module runs
 # without Django, so it names them rather than importing them).
 _SHORT = {
@@ -98,27 +101,54 @@ def run_seed(options: argparse.Namespace, seed: int) -> SeedResult:
     env = {**os.environ, **({BREAK_VARIABLE: options.broken} if options.broken else {})}
     manage = [sys.executable, str(PROJECT_DIR / "manage.py")]
     seed_demo, simulate = _commands(options, seed)
+    log_dir = Path(options.log_dir) / f"seed-{seed}"
+    log_dir.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
-    subprocess.run([*manage, *seed_demo], env=env, cwd=PROJECT_DIR, check=True, capture_output=True)
-    log_dir = str(Path(options.log_dir) / f"seed-{seed}")
-    done = subprocess.run(
-        [*manage, *simulate, "--json", "--log-dir", log_dir], env=env, cwd=PROJECT_DIR, capture_output=True, text=True
-    )
+    seeded = _run([*manage, *seed_demo], env=env, stdout=log_dir / "seed_demo.out", stderr=log_dir / "seed_demo.err")
+    if seeded:
+        raise SystemExit(f"seed {seed}: seed_demo exited {seeded}; see {log_dir / 'seed_demo.err'}")
+    out, err = log_dir / "simulate.json", log_dir / "simulate.err"
+    code = _run([*manage, *simulate, "--json", "--log-dir", str(log_dir)], env=env, stdout=out, stderr=err)
     seconds = time.monotonic() - began
-    (Path(log_dir) / "simulate.json").write_text(done.stdout)
-    (Path(log_dir) / "simulate.err").write_text(done.stderr)
+    stderr = err.read_text(errors="replace")
     try:
-        report: dict[str, Any] = json.loads(done.stdout)
+        report: dict[str, Any] = json.loads(out.read_text())
     except json.JSONDecodeError:
-        return SeedResult(seed, ok=False, seconds=seconds, problems=[f"no report: {done.stderr[-500:]}"])
-    ok = done.returncode == 0 and report["ok"]
+        return SeedResult(seed, ok=False, seconds=seconds, problems=[f"no report: {stderr[-500:]}"])
+    ok = code == 0 and report["ok"]
     return SeedResult(
         seed, ok=ok, seconds=seconds, by_kind=report["chaos"]["injected_by_kind"], problems=report["problems"]
     )
 
 
+def _run(command: list[str], *, env: dict[str, str], stdout: Path, stderr: Path) -> int:
+    """Run ``command`` to its end in a process group of its own, its output to files (no
+    pipe to drain while it stops); however this process is stopped (SIGTERM, Ctrl-C), the
+    group is stopped first: simulate stops its servers on SIGTERM within
+    ``STOP_GRACE_SECONDS``."""
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        process = subprocess.Popen(
+            command,
+            env=env,
+            cwd=PROJECT_DIR,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+    try:
+        return process.wait()
+    finally:
+        stop_group(process, grace=STOP_GRACE_SECONDS)
+
+
 def main(argv: list[str] | None = None) -> int:
     options = _arguments(argv)
+    with sigterm_exits():  # SIGTERM (make chaos stopped) stops the running seed's processes
+        return _table(options)
+
+
+def _table(options: argparse.Namespace) -> int:
     build = f" (broken build: {BREAK_VARIABLE}={options.broken})" if options.broken else ""
     seeds = len(options.seed_list)
     print(f"chaos: {seeds} seeds x {options.duration} at {options.speed}x, {options.servers} servers{build}")

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from simulation.processes import wait_for
+from simulation.processes import stop_group, wait_for
 
 
 @dataclass(frozen=True)
@@ -81,12 +81,7 @@ def pgbouncer(upstream: Upstream, *, binary: str) -> Iterator[int]:
         wait_for(lambda: _accepts(port), timeout=15, what="pgbouncer listening")
         yield port
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_group(process, grace=10)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

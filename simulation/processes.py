@@ -5,6 +5,9 @@ One piece of code for ``manage.py simulate`` and the failure scenarios in
 signal reaches the django-q2 cluster and the workers it forked), with the simulated
 clock in its environment. Stopping is bounded: SIGTERM, a grace period, then SIGKILL
 to the whole process group, so nothing outlives a simulation or a failed test.
+``stop_group`` is that stop for any child leading a group of its own (PgBouncer, a
+private redis-server or PostgreSQL, a benchmark's children), and ``sigterm_exits`` makes
+a SIGTERM to the parent stop its children too.
 """
 
 from __future__ import annotations
@@ -14,14 +17,17 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
-from tiffin.clock import SimulatedClock
+if TYPE_CHECKING:  # tiffin.clock imports Django's ORM: the chaos table and bench.guardian run without it
+    from tiffin.clock import SimulatedClock
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 # Variables a simulated process must not inherit from the caller's shell.
@@ -43,6 +49,8 @@ class SimulatedTime:
         return cls(start=start.astimezone(UTC), anchor=time.time() + lead, speed=speed)
 
     def clock(self, *, skew: float = 0.0) -> SimulatedClock:
+        from tiffin.clock import SimulatedClock
+
         return SimulatedClock(start=self.start, anchor=self.anchor, speed=self.speed, skew=skew)
 
     def now(self) -> datetime:
@@ -141,13 +149,7 @@ class Process:
             return None
         if self.alive():
             self.request_stop()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(timeout=grace)
-        code = self.popen.poll()
-        # Forked workers may outlive their parent: the group is killed either way.
-        _signal_group(self.pid, signal.SIGKILL)
-        self.popen.wait(timeout=grace)
-        return code
+        return stop_group(self.popen, grace=grace, sig=None)
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -160,6 +162,100 @@ class Process:
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone already
         os.killpg(pgid, sig)
+
+
+# How long the processes of a group may take to go after SIGKILL.
+KILL_WAIT_SECONDS = 5.0
+
+
+def stop_group(
+    popen: subprocess.Popen[Any],
+    *,
+    grace: float,
+    sig: signal.Signals | None = signal.SIGTERM,
+    leader_only: bool = False,
+) -> int | None:
+    """Stop the process group ``popen`` leads (a child started with ``start_new_session``):
+    ``sig`` to the whole group (to the leader alone with ``leader_only``, for one that stops
+    its own children; None: it was asked already), up to ``grace`` seconds for the group to
+    go, then SIGKILL to the group, whose forked processes may outlive their leader; the
+    leader is reaped and the rest waited for (``KILL_WAIT_SECONDS``). The one way every
+    child server here is stopped. Returns the leader's exit code, None if it had to be killed.
+    """
+    pgid = popen.pid
+    if popen.poll() is None:
+        deadline = time.monotonic() + grace
+        if sig is not None and leader_only:
+            with contextlib.suppress(ProcessLookupError):
+                popen.send_signal(sig)
+        elif sig is not None:
+            _signal_group(pgid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            popen.wait(timeout=grace)
+        _wait_group_gone(pgid, deadline)  # the leader went: what it forked gets the rest of the grace
+    code = popen.poll()
+    _signal_group(pgid, signal.SIGKILL)
+    popen.wait(timeout=KILL_WAIT_SECONDS)
+    _wait_group_gone(pgid, time.monotonic() + KILL_WAIT_SECONDS)
+    return code
+
+
+def proc_stat(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name: [0] the state, [1] the
+    parent, [2] the process group, [11:15] CPU times; [] once the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _pids() -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group ``pgid``."""
+    return [pid for pid in _pids() if (fields := proc_stat(pid)) and int(fields[2]) == pgid and fields[0] != "Z"]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process ``pid`` forked, and they forked, and so on (zombies included)."""
+    parents = {child: int(fields[1]) for child in _pids() if (fields := proc_stat(child))}
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+def _wait_group_gone(pgid: int, deadline: float) -> None:
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def sigterm_exits() -> Iterator[None]:
+    """While the block runs, SIGTERM raises ``SystemExit(143)`` the way Ctrl-C raises
+    KeyboardInterrupt, so the ``finally`` blocks and context managers that stop child
+    processes run before the process goes (SIGTERM's default ends it at once and leaves
+    its children running). A second SIGTERM while they run is let pass; SIGKILL remains.
+    The previous handler is back afterwards. Outside the main thread it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def exit_once(signum: int, frame: object) -> None:
+        if not received:
+            received.append(signum)
+            raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, exit_once)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class Fleet:

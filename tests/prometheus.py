@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from simulation.processes import PROJECT_DIR, wait_for
+from simulation.processes import PROJECT_DIR, stop_group, wait_for
 
 RULES = PROJECT_DIR / "deploy" / "prometheus" / "alerts.yml"
 RULE_TESTS = PROJECT_DIR / "deploy" / "prometheus" / "alerts.test.yml"
@@ -107,10 +107,5 @@ def prometheus_server(
         wait_for(server.targets_up, timeout=60, interval=0.2, what="Prometheus scraping its target")
         yield server
     finally:
-        os.killpg(process.pid, 15)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, 9)
-            process.wait()
+        stop_group(process, grace=10)
         log.close()

@@ -35,6 +35,7 @@ from typing import TypedDict
 
 import pytest
 
+from simulation.processes import stop_group
 from tests.scenarios.harness import PostgresServer, Scenario
 
 SUPERUSER = "postgres"
@@ -149,13 +150,7 @@ class ThrowawayCluster:
         """Fast shutdown (SIGINT to the postmaster); the group is SIGKILLed if it lingers."""
         if self.process is None:
             return
-        with suppress(ProcessLookupError):
-            os.kill(self.process.pid, signal.SIGINT)
-        with suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=grace)
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=grace)
+        stop_group(self.process, grace=grace, sig=signal.SIGINT, leader_only=True)
         self.process = None
 
     def restart(self) -> None:

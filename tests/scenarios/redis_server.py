@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import pytest
 import redis
 
-from simulation.processes import wait_for
+from simulation.processes import stop_group, wait_for
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
@@ -58,10 +58,5 @@ def redis_for_scenarios() -> Iterator[str]:
         wait_for(lambda: _answers(own), timeout=15, what="redis-server answering")
         yield own
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_group(process, grace=10)
         shutil.rmtree(workdir, ignore_errors=True)

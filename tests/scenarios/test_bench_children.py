@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bench.common import ROOT
-from bench.guardian import group_members
+from simulation.processes import group_members, proc_stat
 
 pytestmark = pytest.mark.scenario
 
@@ -48,11 +48,8 @@ with children("guardian-test") as (started, logs):
 
 
 def _alive(pid: int) -> bool:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] != "Z"
+    fields = proc_stat(pid)
+    return bool(fields) and fields[0] != "Z"
 
 
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])

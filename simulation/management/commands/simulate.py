@@ -16,6 +16,7 @@ from django.db import connection
 
 from scheduling.registry import registry
 from simulation.chaos import ChaosRecord, ChaosSchedule, ChaosSimulation, chaos_schedule
+from simulation.processes import sigterm_exits
 from simulation.report import JobTicks, SimulationReport, simulation_report
 from simulation.runner import (
     TARGET_JOB,
@@ -100,6 +101,12 @@ class Command(TiffinCommand):
         add_strategy_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # SIGTERM (a supervisor, the chaos table stopping a seed) stops every process the
+        # simulation started, as Ctrl-C does, instead of ending this one and orphaning them.
+        with sigterm_exits():
+            self._simulate(options)
+
+    def _simulate(self, options: dict[str, Any]) -> None:
         plan = _plan(options)
         if strategy_requested(options):  # the alternatives side by side: simulation/strategy_command.py
             strategy_command(plan, options, stdout=self.stdout, prepare=lambda: self._prepare(reset=options["reset"]))
