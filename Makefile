@@ -34,6 +34,9 @@ DEMO_START = $(shell $(PY) -c 'from datetime import UTC, datetime, timedelta; d 
 
 # The demo runs locally on the development key, which the settings accept only with
 # DEBUG on (with DEBUG off they refuse to start without a SECRET_KEY).
+# The long-running commands (simulate, the soak, the chaos table) are started with exec: make
+# signals only the recipe's shell, so a SIGTERM to make would otherwise never reach them and
+# their servers would be left running.
 demo demo-jobs compare: export DEBUG ?= 1
 # The demo's side-by-side of naive cron and the claim runs on a database of its own.
 DEMO_COMPARE_URL := sqlite:///db/demo-compare.sqlite3
@@ -41,7 +44,7 @@ DEMO_COMPARE_URL := sqlite:///db/demo-compare.sqlite3
 demo: $(STAMP) ## The main job end to end on the SQLite default: seed, then 3 servers for 2 simulated hours through a crash, and the report
 	$(PY) manage.py migrate --noinput --verbosity 0
 	$(PY) manage.py seed_demo --reset --now $(DEMO_START)
-	PAYOUT_BATCH_SIZE=1 $(PY) manage.py simulate --reset --start $(DEMO_START) --duration 2h --speed 120 --servers 3 \
+	PAYOUT_BATCH_SIZE=1 exec $(PY) manage.py simulate --reset --start $(DEMO_START) --duration 2h --speed 120 --servers 3 \
 	  --crash-worker 30m --fault-job weekly-payouts --log-dir db/demo-logs
 	@echo ""
 	@echo "The nightly cart clean-up (02:00 UTC, outside the two simulated hours), run once here through its claim:"
@@ -49,7 +52,7 @@ demo: $(STAMP) ## The main job end to end on the SQLite default: seed, then 3 se
 	@echo ""
 	@echo "Why not the crontab on every server? The same probe on three servers, naive against the claim ('make compare' runs all five):"
 	@DATABASE_URL=$(DEMO_COMPARE_URL) $(PY) manage.py migrate --noinput --verbosity 0
-	@DATABASE_URL=$(DEMO_COMPARE_URL) $(PY) manage.py simulate --compare every-server,claim --strategy-faults none \
+	@DATABASE_URL=$(DEMO_COMPARE_URL) exec $(PY) manage.py simulate --compare every-server,claim --strategy-faults none \
 	  --duration 10m --speed 120 --servers 3 --reset
 	@echo ""
 	@echo "Look around: 'make up' serves the admin at http://127.0.0.1:8000/admin/ (it prints a login)"
@@ -119,7 +122,7 @@ compare: $(STAMP) scenario-deps ## Every server, one special server, a Redis loc
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	psql "$(dir $(COMPARE_URL))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(COMPARE_URL)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(COMPARE_URL))'
 	DATABASE_URL=$(COMPARE_URL) $(PY) manage.py migrate --noinput --verbosity 0
-	DATABASE_URL=$(COMPARE_URL) LOG_LEVEL=WARNING $(PY) manage.py simulate --compare --reset \
+	DATABASE_URL=$(COMPARE_URL) LOG_LEVEL=WARNING exec $(PY) manage.py simulate --compare --reset \
 	  --start $(COMPARE_START) --duration 30m --speed 120 --servers 3 --log-dir db/compare-logs
 
 # The browser tests drive Debian's Chromium (never a downloaded browser). Installed with
@@ -177,7 +180,7 @@ SOAK_DAYS ?= 30
 soak: $(STAMP) ## Weeks of traffic and every job with retention at 3 days: row counts per day, invariants (slow; see README)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	psql "$(dir $(SOAK_URL))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(SOAK_URL)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(SOAK_URL))'
-	DATABASE_URL=$(SOAK_URL) $(PY) -m bench.soak --reset --days $(SOAK_DAYS)
+	DATABASE_URL=$(SOAK_URL) exec $(PY) -m bench.soak --reset --days $(SOAK_DAYS)
 
 # A database of its own, dropped and created afresh; every seed re-seeds it.
 CHAOS_URL ?= postgres://postgres@127.0.0.1:5432/tiffin_chaos
