@@ -178,6 +178,9 @@ def test_check_runs_refuses_a_now_in_the_future_as_tick_does():
         (["--chaos", "3", "--crash-worker"], "--chaos draws its own faults"),
         (["--chaos", "3", "--skew", "30"], "--chaos draws its own faults"),
         (["--chaos", "3", "--servers", "1"], "--chaos needs at least 2 servers"),
+        (["--chaos", "3", "--chaos-rate", "0"], "--chaos-rate 0: give more than 0"),
+        (["--chaos", "3", "--chaos-rate", "500"], "at most 120 faults per simulated hour"),
+        (["--chaos-rate", "30"], "--chaos-rate goes with --chaos SEED"),
     ],
 )
 def test_chaos_with_faults_of_its_own_or_one_server_is_refused_before_anything_is_written(options, message):
