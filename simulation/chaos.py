@@ -20,7 +20,7 @@ a simulated deployment (``manage.py simulate --chaos SEED``).
 
 from __future__ import annotations
 
-import contextlib
+import heapq
 import random
 import signal
 import time
@@ -56,10 +56,14 @@ MAX_RATE = 120.0  # one every 30 simulated seconds
 QUIET_START, QUIET_END = 0.05, 0.25
 # Real seconds the injector waits at most for the payout run to block on its pinned write
 # or to finish (with nothing to write): only a guard against hanging, since while the pin
-# is held the run can do nothing else.
+# is held the run can do nothing else. It waits no later than the quiet end in any case
+# (with every scheduler down at once, nothing claims the payout tick meanwhile).
 PIN_WAIT_SECONDS = 120.0
 NOT_INJECTED = "not injected"
 PAYOUT_CRON = "30 20 * * 0"  # payouts/jobs.py: the tick a mid-payout kill is aimed at
+# Simulated seconds db-terminate tries again while the process has no connection to
+# terminate (behind PgBouncer a process has a server connection only inside a transaction).
+TERMINATE_WINDOW_SECONDS = 60.0
 # Simulated seconds a kill or a pause waits for a settlement to be in flight (one runs
 # three minutes of every ten, later on a loaded machine); a fault the wait pushes into
 # the run's quiet end is not injected.
@@ -309,14 +313,32 @@ class ChaosSimulation(Simulation):
         """The running worker with a settlement in flight (waiting up to TARGET_WAIT_SECONDS
         for one, and no later than the next fault is due, so the waits do not push the
         schedule back), else the fault's server's worker (or any live one) with what it runs."""
-        wait = self.clock.real_seconds(TARGET_WAIT_SECONDS)
-        deadline = min(time.time() + wait, self.clock.real_time_at(self.next_at))
-        while time.time() < deadline:
-            if found := self._settlement_in_flight():
-                return found
-            time.sleep(0.05)
+        found: tuple[Process, JobRun] | None = None
+
+        def in_flight() -> bool:
+            nonlocal found
+            found = self._settlement_in_flight()
+            return found is not None
+
+        if self._wait(in_flight, until=self.next_at, real_limit=self.clock.real_seconds(TARGET_WAIT_SECONDS)):
+            assert found is not None
+            return found
         worker = self._live(f"worker-{fault.server}", "worker-", running=True)
         return worker, _run_of(worker) if worker else None
+
+    def _wait(self, condition: Callable[[], bool], *, until: datetime, real_limit: float) -> bool:
+        """Poll ``condition`` until it holds (True), or the clock shows ``until`` or
+        ``real_limit`` real seconds passed (False), carrying out the restarts and resumes
+        that fall due meanwhile: a wait must not keep a killed process down longer."""
+        deadline = min(time.time() + real_limit, self.clock.real_time_at(until))
+        while time.time() < deadline:
+            if condition():
+                return True
+            while self.pending and self.pending[0][0] <= self.clock.now():
+                _, _, action = heapq.heappop(self.pending)
+                action()
+            time.sleep(0.05)
+        return condition()
 
     def _settlement_in_flight(self) -> tuple[Process, JobRun] | None:
         """A settlement run and its worker, if that worker is alive and not paused (a run
@@ -368,13 +390,13 @@ class ChaosSimulation(Simulation):
         with _own_connection() as pin:
             pin.execute("LOCK TABLE payouts_payout IN SHARE MODE")
             finished = JobRun.objects.filter(job_name=PAYOUT_JOB, finished_at__isnull=False)
-            with contextlib.suppress(TimeoutError):
-                wait_for(
-                    lambda: _blocked_by(pin) > 0 or _fresh(finished), timeout=PIN_WAIT_SECONDS, what="the payout write"
-                )
+            self._wait(
+                lambda: _blocked_by(pin) > 0 or _fresh(finished), until=self._quiet_from(), real_limit=PIN_WAIT_SECONDS
+            )
             if not _blocked_by(pin):
                 pin.rollback()
-                return ChaosRecord(fault, self.clock.now(), "-", "the payout run never reached its write")
+                never = f"{NOT_INJECTED}: the payout run had not reached its write by {self.clock.now():%H:%M:%S}"
+                return ChaosRecord(fault, self.clock.now(), "-", never)
             if self.clock.now() > self._quiet_from():  # too late to recover before the end
                 pin.rollback()
                 return ChaosRecord(fault, self.clock.now(), "-", f"{NOT_INJECTED}: the write blocked in the quiet end")
@@ -403,7 +425,8 @@ class ChaosSimulation(Simulation):
 
     def _db_terminate(self, fault: ChaosFault) -> ChaosRecord:
         """pg_terminate_backend on the process's backends, found by the application_name its
-        connections carry (PGAPPNAME). Behind PgBouncer the backends are the pooler's server
+        connections carry (PGAPPNAME), polling for up to TERMINATE_WINDOW_SECONDS until there
+        is at least one. Behind PgBouncer the backends are the pooler's server
         connections, shared in turn by every process: PgBouncer sets a server connection's
         application_name to that of the client it lends it to, so the ones named after the
         process are those serving it now (inside its transaction or statement, which fails,
@@ -416,7 +439,14 @@ class ChaosSimulation(Simulation):
             if worker is None:
                 return self._nobody(fault, "process")
             name = worker.name
-        rows = _terminate(name)
+        rows: list[str] = []
+
+        def terminated() -> bool:  # a process holds a connection only while it uses one, behind the pooler
+            rows.extend(_terminate(name))
+            return bool(rows)
+
+        until = min(self.clock.now() + timedelta(seconds=TERMINATE_WINDOW_SECONDS), self.next_at)
+        self._wait(terminated, until=until, real_limit=self.clock.real_seconds(TERMINATE_WINDOW_SECONDS))
         states = Counter(state for state in rows)
         in_transaction = states["active"] + states["idle in transaction"]
         if self.pooled is None:
