@@ -85,7 +85,7 @@ class ChaosKind(StrEnum):
 _NOTHING_TO_RECOVER = (ChaosKind.SERVER_JOIN, ChaosKind.CLOCK_SKEW)
 
 
-# How often each kind is drawn beyond its first (a payout kill needs the payout tick).
+# How often each kind is drawn beyond its eighth (a payout kill needs the payout tick).
 _WEIGHTS = {
     ChaosKind.WORKER_KILL: 3,
     ChaosKind.WORKER_PAUSE: 3,
