@@ -187,6 +187,7 @@ CHAOS_URL ?= postgres://postgres@127.0.0.1:5432/tiffin_chaos
 CHAOS_SEEDS ?= 1-20
 CHAOS_DURATION ?= 1h
 CHAOS_SPEED ?= 60
+# More options for simulation.chaos_table, e.g. --pooler (every process behind PgBouncer) or --chaos-rate 32.
 CHAOS_ARGS ?=
 chaos: export DEBUG ?= 1
 chaos: $(STAMP) ## simulate --chaos for seeds 1-20 (an hour each at 60x): faults and invariants per seed (~40 min; docs/chaos.md)

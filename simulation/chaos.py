@@ -2,21 +2,25 @@
 a simulated deployment (``manage.py simulate --chaos SEED``).
 
 1. Draw (``chaos_schedule``, no database, no processes): each server's clock offset,
-   then faults at random instants of the active window (the first 5 % and the last
-   25 % of the run are quiet, so every fault has recovered before the report reads the
-   database): at least one of every kind, the rest weighted. Targets are servers that
+   then ``rate`` faults per simulated hour at random instants of the active window (the
+   first 5 % and the last 25 % of the run are quiet, so every fault has recovered before
+   the report reads the database): an eighth of them of every kind (at least one each),
+   the rest weighted, and the payout kill at the payout tick. Targets are servers that
    exist at that moment (servers join and leave as the schedule goes). The same seed,
-   start, duration and server count give the same schedule, printed at the start.
+   start, duration, server count and rate give the same schedule, printed at the start.
 2. Inject (``ChaosSimulation``): each fault at its instant, aimed at what is in flight
-   (the worker running a settlement, the worker pinned inside the payout write). What
-   a fault hit depends on timing; the schedule does not.
+   (the worker running a settlement, waited for until the next fault is due; the worker
+   pinned inside the payout write). What a fault hit depends on timing; the schedule
+   does not. Behind a pooler (``simulate --chaos SEED --pooler``) every server process
+   and the order traffic reach the database through a private PgBouncer in transaction
+   mode; the injector's own connections go to PostgreSQL directly.
 3. Recover: each record says, after the run, what became of what it hit (the run's
    story, the claims other schedulers made while one was down, the reconnections).
 """
 
 from __future__ import annotations
 
-import contextlib
+import heapq
 import random
 import signal
 import time
@@ -37,22 +41,29 @@ from django.db.models import QuerySet
 from payouts.models import PAYOUT_JOB
 from scheduling import cron
 from scheduling.models import JobRun, RunStatus, Trigger
+from simulation.pooler import Pooled
 from simulation.probe_jobs import SETTLEMENT_TIMEOUT_SECONDS
 from simulation.processes import Process, wait_for
 from simulation.report import run_story
 from simulation.runner import TARGET_JOB, Simulation, SimulationPlan, _pid
 
 MAX_SKEW_SECONDS = 90.0
-# Faults per simulated hour, beyond one of each kind.
-FAULTS_PER_HOUR = 5.0
+# Faults per simulated hour (beside the payout kill), an eighth of them of each of the seven
+# drawn kinds: an hour gets two of each and two more.
+DEFAULT_RATE = 16.0
+MAX_RATE = 120.0  # one every 30 simulated seconds
 # The share of the run before the first and after the last fault.
 QUIET_START, QUIET_END = 0.05, 0.25
 # Real seconds the injector waits at most for the payout run to block on its pinned write
 # or to finish (with nothing to write): only a guard against hanging, since while the pin
-# is held the run can do nothing else.
+# is held the run can do nothing else. It waits no later than the quiet end in any case
+# (with every scheduler down at once, nothing claims the payout tick meanwhile).
 PIN_WAIT_SECONDS = 120.0
 NOT_INJECTED = "not injected"
 PAYOUT_CRON = "30 20 * * 0"  # payouts/jobs.py: the tick a mid-payout kill is aimed at
+# Simulated seconds db-terminate tries again while the process has no connection to
+# terminate (behind PgBouncer a process has a server connection only inside a transaction).
+TERMINATE_WINDOW_SECONDS = 60.0
 # Simulated seconds a kill or a pause waits for a settlement to be in flight (one runs
 # three minutes of every ten, later on a loaded machine); a fault the wait pushes into
 # the run's quiet end is not injected.
@@ -70,7 +81,11 @@ class ChaosKind(StrEnum):
     SERVER_LEAVE = "server-leave"
 
 
-# How often each kind is drawn beyond its first (a payout kill needs the payout tick).
+# Injected even when the injector reaches them only in the quiet end: nothing to recover.
+_NOTHING_TO_RECOVER = (ChaosKind.SERVER_JOIN, ChaosKind.CLOCK_SKEW)
+
+
+# How often each kind is drawn beyond its eighth (a payout kill needs the payout tick).
 _WEIGHTS = {
     ChaosKind.WORKER_KILL: 3,
     ChaosKind.WORKER_PAUSE: 3,
@@ -113,6 +128,7 @@ class ChaosSchedule:
     seed: int
     skews: tuple[float, ...]  # the first servers' clock offsets
     faults: tuple[ChaosFault, ...]
+    rate: float = DEFAULT_RATE
 
     @property
     def max_skew(self) -> float:
@@ -126,21 +142,31 @@ class ChaosSchedule:
     def lines(self) -> list[str]:
         clocks = ", ".join(f"server {n} {skew:+.1f} s" for n, skew in enumerate(self.skews, start=1))
         return [
-            f"chaos seed {self.seed}: {len(self.faults)} faults; clocks {clocks}",
+            f"chaos seed {self.seed}: {len(self.faults)} faults ({self.rate:g} per simulated hour); clocks {clocks}",
             *(f"  {f.line()}" for f in self.faults),
         ]
 
 
 def chaos_schedule(
-    *, seed: int, start: datetime, duration: timedelta, servers: int, postgres: bool = True
+    *,
+    seed: int,
+    start: datetime,
+    duration: timedelta,
+    servers: int,
+    postgres: bool = True,
+    rate: float = DEFAULT_RATE,
 ) -> ChaosSchedule:
     """The fault schedule of ``seed`` (see the module doc, step 1)."""
+    if not 0 < rate <= MAX_RATE:
+        raise ValueError(f"give more than 0 and at most {MAX_RATE:g} faults per simulated hour, not {rate:g}")
     rng = random.Random(seed)
     skews = tuple(_skew(rng) for _ in range(servers))
     first, last = duration * QUIET_START, duration * (1 - QUIET_END)
     kinds = [kind for kind in _WEIGHTS if postgres or kind != ChaosKind.DB_TERMINATE]
-    extra = max(0, round(duration.total_seconds() / 3600 * FAULTS_PER_HOUR) - len(kinds))
-    drawn = [*kinds, *rng.choices(kinds, weights=[_WEIGHTS[k] for k in kinds], k=extra)]
+    total = round(duration.total_seconds() / 3600 * rate)
+    each = max(1, total // (len(_WEIGHTS) + 1))
+    extra = max(0, total - each * len(kinds))
+    drawn = [*kinds * each, *rng.choices(kinds, weights=[_WEIGHTS[k] for k in kinds], k=extra)]
     timed = sorted((timedelta(seconds=round(rng.uniform(first.total_seconds(), last.total_seconds()))), kind)
                    for kind in drawn)  # fmt: skip
     payout = _payout_instant(start, first, last) if postgres else None
@@ -148,9 +174,12 @@ def chaos_schedule(
         timed = sorted([*timed, (payout, ChaosKind.PAYOUT_KILL)])
     members, joined = list(range(1, servers + 1)), servers
     faults = []
-    for at, kind in timed:
-        if kind == ChaosKind.SERVER_LEAVE and len(members) <= 2:
-            kind = ChaosKind.SERVER_JOIN  # never fewer than two servers
+    for index, (at, kind) in enumerate(timed):
+        if kind == ChaosKind.SERVER_LEAVE and len(members) <= 2:  # never fewer than two servers:
+            kind = ChaosKind.SERVER_JOIN  # a later join comes now and this leave then (else it is a join)
+            later = next((i for i in range(index + 1, len(timed)) if timed[i][1] == ChaosKind.SERVER_JOIN), None)
+            if later is not None:
+                timed[later] = (timed[later][0], ChaosKind.SERVER_LEAVE)
         if kind == ChaosKind.SERVER_JOIN:
             joined += 1
             members.append(joined)
@@ -160,7 +189,7 @@ def chaos_schedule(
         if kind == ChaosKind.SERVER_LEAVE:
             members.remove(server)
         faults.append(_fault(rng, kind, at, server))
-    return ChaosSchedule(seed=seed, skews=skews, faults=tuple(faults))
+    return ChaosSchedule(seed=seed, skews=skews, faults=tuple(faults), rate=rate)
 
 
 def _fault(rng: random.Random, kind: ChaosKind, at: timedelta, server: int) -> ChaosFault:
@@ -230,15 +259,28 @@ class ChaosRecord:
 class ChaosSimulation(Simulation):
     """The simulation with the faults of a ``ChaosSchedule`` (see the module doc, step 2)."""
 
-    def __init__(self, plan: SimulationPlan, schedule: ChaosSchedule, *, log_dir: Path, say: Callable[[str], None]):
+    def __init__(
+        self,
+        plan: SimulationPlan,
+        schedule: ChaosSchedule,
+        *,
+        log_dir: Path,
+        say: Callable[[str], None],
+        pooled: Pooled | None = None,
+    ):
         super().__init__(plan, log_dir=log_dir, say=say)
         self.schedule = schedule
+        self.pooled = pooled  # the PgBouncer the processes reach the database through (plan.environment)
         self.gone: set[int] = set()  # servers that left
         self.offsets: dict[int, float] = dict(enumerate(schedule.skews, start=1))
+        self.next_at = plan.start  # when the fault after the one being injected is due
+        self.hit_runs: set[int] = set()  # runs a kill or a pause landed in
 
     def _injections(self) -> Iterator[tuple[datetime, Callable[[], None]]]:
-        for fault in self.schedule.faults:
-            yield self.plan.start + fault.at, partial(self._chaos, fault)
+        instants = [self.plan.start + fault.at for fault in self.schedule.faults]
+        for index, fault in enumerate(self.schedule.faults):
+            self.next_at = instants[index + 1] if index + 1 < len(instants) else self._quiet_from()
+            yield instants[index], partial(self._chaos, fault)
 
     def _start_servers(self) -> None:
         for number, skew in self.offsets.items():
@@ -247,7 +289,9 @@ class ChaosSimulation(Simulation):
 
     def _chaos(self, fault: ChaosFault) -> None:
         close_old_connections()
-        if self.clock.now() > self._quiet_from():  # the injector fell behind (a loaded machine)
+        # The injector fell behind (a loaded machine, a slow clean stop): what needs recovering
+        # is let go; a server joining or a scheduler restarted on a new clock needs none.
+        if self.clock.now() > self._quiet_from() and fault.kind not in _NOTHING_TO_RECOVER:
             late = f"{NOT_INJECTED}: reached at {self.clock.now():%H:%M:%S}, inside the quiet end of the run"
             self._record(ChaosRecord(fault, self.clock.now(), "-", late))
             return
@@ -266,47 +310,85 @@ class ChaosSimulation(Simulation):
     def _quiet_from(self) -> datetime:
         return self.plan.start + self.plan.duration * (1 - QUIET_END)
 
-    def _worker_in_flight(self, fault: ChaosFault) -> tuple[Process, JobRun | None]:
+    def _worker_in_flight(self, fault: ChaosFault) -> tuple[Process | None, JobRun | None]:
         """The running worker with a settlement in flight (waiting up to TARGET_WAIT_SECONDS
-        for one), else the fault's server's worker (or any live one) with what it runs."""
-        deadline = time.monotonic() + self.clock.real_seconds(TARGET_WAIT_SECONDS)
-        while time.monotonic() < deadline:
-            if found := self._settlement_in_flight():
-                return found
+        for one, and no later than the next fault is due, so the waits do not push the
+        schedule back), else the fault's server's worker (or any live one) with what it runs."""
+        found: tuple[Process, JobRun] | None = None
+
+        def in_flight() -> bool:
+            nonlocal found
+            found = self._settlement_in_flight()
+            return found is not None
+
+        if self._wait(in_flight, until=self.next_at, real_limit=self.clock.real_seconds(TARGET_WAIT_SECONDS)):
+            assert found is not None
+            return found
+        worker = self._live(f"worker-{fault.server}", "worker-", running=True)
+        return worker, _run_of(worker) if worker else None
+
+    def _wait(self, condition: Callable[[], bool], *, until: datetime, real_limit: float) -> bool:
+        """Poll ``condition`` until it holds (True), or the clock shows ``until`` or
+        ``real_limit`` real seconds passed (False), carrying out the restarts and resumes
+        that fall due meanwhile: a wait must not keep a killed process down longer."""
+        deadline = min(time.time() + real_limit, self.clock.real_time_at(until))
+        while time.time() < deadline:
+            if condition():
+                return True
+            while self.pending and self.pending[0][0] <= self.clock.now():
+                _, _, action = heapq.heappop(self.pending)
+                action()
             time.sleep(0.05)
-        worker = self._live(f"worker-{fault.server}", "worker-")
-        return worker, _run_of(worker)
+        return condition()
 
     def _settlement_in_flight(self) -> tuple[Process, JobRun] | None:
         """A settlement run and its worker, if that worker is alive and not paused (a run
-        whose worker was just killed or stopped is still ``running`` for a while)."""
+        whose worker was just killed or stopped is still ``running`` for a while), and no
+        earlier fault landed in the run: the faults spread over runs instead of spending
+        one run's attempts (three kills of one run make it dead, as its job's
+        max_attempts says; seed 4 behind the pooler did that at 16 faults an hour)."""
         close_old_connections()
-        for run in JobRun.objects.filter(job_name=TARGET_JOB, status=RunStatus.RUNNING).order_by("started_at"):
+        running = JobRun.objects.filter(job_name=TARGET_JOB, status=RunStatus.RUNNING).exclude(id__in=self.hit_runs)
+        for run in running.order_by("started_at"):
             owner = self.fleet.owner_of(_pid(run.worker))
             if owner is not None and owner.alive() and owner.signals[-1:] != ["SIGSTOP"]:
                 return owner, run
         return None
 
-    def _live(self, name: str, prefix: str) -> Process:
-        process = self.fleet.processes.get(name)
-        if process is not None and process.alive():
-            return process
-        return next(p for p in self.fleet.named(prefix) if p.alive())
+    def _live(self, name: str, prefix: str, *, running: bool = False) -> Process | None:
+        """``name`` if it is alive, else another live process of ``prefix`` (None if every one
+        is killed or gone); ``running``: preferring one that is not paused (SIGSTOP), so two
+        pauses do not share a victim."""
+        candidates = [self.fleet.processes[name]] if name in self.fleet.processes else []
+        candidates += [p for p in self.fleet.named(prefix) if p.name != name]
+        alive = [p for p in candidates if p.alive()]
+        if running:
+            alive = [p for p in alive if p.signals[-1:] != ["SIGSTOP"]] or alive
+        return alive[0] if alive else None
+
+    def _nobody(self, fault: ChaosFault, what: str) -> ChaosRecord:
+        return ChaosRecord(fault, self.clock.now(), "-", f"{NOT_INJECTED}: no live {what} (killed or gone)")
 
     def _worker_kill(self, fault: ChaosFault) -> ChaosRecord:
         victim, run = self._worker_in_flight(fault)
+        if victim is None:
+            return self._nobody(fault, "worker")
         victim.send(signal.SIGKILL)
         self._later(fault.lasting, partial(self._restart_unless_gone, victim))
         return self._hit(fault, victim, run, "SIGKILL")
 
     def _worker_pause(self, fault: ChaosFault) -> ChaosRecord:
         victim, run = self._worker_in_flight(fault)
+        if victim is None:
+            return self._nobody(fault, "worker")
         victim.send(signal.SIGSTOP)
         self._later(fault.lasting, partial(self._resume, victim))
         return self._hit(fault, victim, run, f"SIGSTOP for {_hms(fault.lasting)}")
 
     def _hit(self, fault: ChaosFault, victim: Process, run: JobRun | None, what: str) -> ChaosRecord:
         hit = f"{what}; run {run.id} ({run.job_name}, fence {run.fence}) in flight" if run else f"{what}; idle"
+        if run is not None:
+            self.hit_runs.add(run.id)
         return ChaosRecord(fault, self.clock.now(), victim.name, hit, run_id=run.id if run else None)
 
     def _payout_kill(self, fault: ChaosFault) -> ChaosRecord:
@@ -315,13 +397,13 @@ class ChaosSimulation(Simulation):
         with _own_connection() as pin:
             pin.execute("LOCK TABLE payouts_payout IN SHARE MODE")
             finished = JobRun.objects.filter(job_name=PAYOUT_JOB, finished_at__isnull=False)
-            with contextlib.suppress(TimeoutError):
-                wait_for(
-                    lambda: _blocked_by(pin) > 0 or _fresh(finished), timeout=PIN_WAIT_SECONDS, what="the payout write"
-                )
+            self._wait(
+                lambda: _blocked_by(pin) > 0 or _fresh(finished), until=self._quiet_from(), real_limit=PIN_WAIT_SECONDS
+            )
             if not _blocked_by(pin):
                 pin.rollback()
-                return ChaosRecord(fault, self.clock.now(), "-", "the payout run never reached its write")
+                never = f"{NOT_INJECTED}: the payout run had not reached its write by {self.clock.now():%H:%M:%S}"
+                return ChaosRecord(fault, self.clock.now(), "-", never)
             if self.clock.now() > self._quiet_from():  # too late to recover before the end
                 pin.rollback()
                 return ChaosRecord(fault, self.clock.now(), "-", f"{NOT_INJECTED}: the write blocked in the quiet end")
@@ -339,6 +421,8 @@ class ChaosSimulation(Simulation):
 
     def _scheduler_kill(self, fault: ChaosFault) -> ChaosRecord:
         victim = self._live(f"scheduler-{fault.server}", "scheduler-")
+        if victim is None:
+            return self._nobody(fault, "scheduler")
         victim.send(signal.SIGKILL)
         down = self.clock.now()
         self._later(fault.lasting, partial(self._restart_unless_gone, victim))
@@ -347,23 +431,51 @@ class ChaosSimulation(Simulation):
         return record
 
     def _db_terminate(self, fault: ChaosFault) -> ChaosRecord:
+        """pg_terminate_backend on the process's backends, found by the application_name its
+        connections carry (PGAPPNAME), polling for up to TERMINATE_WINDOW_SECONDS until there
+        is at least one. Behind PgBouncer the backends are the pooler's server
+        connections, shared in turn by every process: PgBouncer sets a server connection's
+        application_name to that of the client it lends it to, so the ones named after the
+        process are those serving it now (inside its transaction or statement, which fails,
+        and PgBouncer closes that client connection) and idle ones it was the last to use
+        (PgBouncer replaces them; a process handed one just as it died sees the error)."""
         name = fault.process
         process = self.fleet.processes.get(name)
         if process is None or not process.alive():
-            name = self._live(f"worker-{fault.server}", "worker-").name
-        rows = _terminate(name)
+            worker = self._live(f"worker-{fault.server}", "worker-")
+            if worker is None:
+                return self._nobody(fault, "process")
+            name = worker.name
+        rows: list[str] = []
+
+        def terminated() -> bool:  # a process holds a connection only while it uses one, behind the pooler
+            rows.extend(_terminate(name))
+            return bool(rows)
+
+        until = min(self.clock.now() + timedelta(seconds=TERMINATE_WINDOW_SECONDS), self.next_at)
+        self._wait(terminated, until=until, real_limit=self.clock.real_seconds(TERMINATE_WINDOW_SECONDS))
         states = Counter(state for state in rows)
         in_transaction = states["active"] + states["idle in transaction"]
-        hit = f"{len(rows)} connections terminated ({in_transaction} inside a transaction or statement)"
+        if self.pooled is None:
+            hit = f"{len(rows)} connections terminated ({in_transaction} inside a transaction or statement)"
+        else:
+            hit = (
+                f"{len(rows)} PgBouncer server connections named after it terminated ({in_transaction} serving it "
+                f"inside a transaction or statement, {len(rows) - in_transaction} idle in the pool)"
+            )
         record = ChaosRecord(fault, self.clock.now(), name, hit)
         self._later(timedelta(minutes=1), partial(self._reconnected, record, name))
         return record
 
     def _reconnected(self, record: ChaosRecord, name: str) -> None:
         process = self.fleet.processes[name]
-        count = _connections_of(name)
         alive = "alive" if process.alive() else "NOT alive"
-        record.recovered = f"a minute later {name} was {alive} with {count} connections"
+        if self.pooled is None:
+            count = _connections_of(name)
+            record.recovered = f"a minute later {name} was {alive} with {count} connections"
+            return
+        clients = sum(1 for client in self.pooled.clients() if client["application_name"] == name)
+        record.recovered = f"a minute later {name} was {alive} with {clients} client connections to PgBouncer"
 
     def _clock_skew(self, fault: ChaosFault) -> ChaosRecord:
         if fault.server in self.gone:

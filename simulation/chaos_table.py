@@ -73,6 +73,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--speed", default="60", help="simulated seconds per real second (default 60)")
     parser.add_argument("--servers", default="3", help="servers at the start (default 3)")
     parser.add_argument("--start", default="2027-03-07T20:00:00+00:00", help="simulated start (a Sunday 20:00 UTC)")
+    parser.add_argument("--chaos-rate", default="16", help="faults per simulated hour (default 16)")
+    parser.add_argument(
+        "--pooler", action="store_true", help="every seed's processes behind a private PgBouncer in transaction mode"
+    )
     parser.add_argument("--break", dest="broken", default="", help="run a deliberately broken build (probe_jobs)")
     parser.add_argument("--expect-failures", action="store_true", help="a broken build: count the seeds that caught it")
     parser.add_argument("--log-dir", default="db/chaos-logs", help="each seed's process logs (default db/chaos-logs)")
@@ -87,7 +91,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 def _commands(options: argparse.Namespace, seed: int) -> list[list[str]]:
     seed_demo = ["seed_demo", "--reset", "--restaurants", "9", "--weeks", "3", "--now", options.start]
     simulate = ["simulate", "--reset", "--chaos", str(seed), "--start", options.start, "--duration", options.duration]
-    simulate += ["--speed", options.speed, "--servers", options.servers]
+    simulate += ["--speed", options.speed, "--servers", options.servers, "--chaos-rate", options.chaos_rate]
+    simulate += ["--pooler"] if options.pooler else []
     return [seed_demo, simulate]
 
 
@@ -151,7 +156,11 @@ def main(argv: list[str] | None = None) -> int:
 def _table(options: argparse.Namespace) -> int:
     build = f" (broken build: {BREAK_VARIABLE}={options.broken})" if options.broken else ""
     seeds = len(options.seed_list)
-    print(f"chaos: {seeds} seeds x {options.duration} at {options.speed}x, {options.servers} servers{build}")
+    pooler = "on: every process behind PgBouncer (transaction mode)" if options.pooler else "off"
+    print(
+        f"chaos: {seeds} seeds x {options.duration} at {options.speed}x, {options.servers} servers, "
+        f"{options.chaos_rate} faults per simulated hour{build}; pooler {pooler}"
+    )
     print(f"{'seed':>6}" + "".join(f"{name:>7}" for name in _SHORT.values()) + f"  {'invariants':<12}{'real':>9}")
     results = []
     for seed in options.seed_list:
@@ -167,7 +176,8 @@ def _summary(options: argparse.Namespace, results: list[SeedResult]) -> int:
         total.update(result.by_kind)
     print(f"{'total':>6}" + "".join(f"{total[kind]:>7}" for kind in _SHORT))
     failed = [result for result in results if not result.ok]
-    print(f"every invariant held in {len(results) - len(failed)} of {len(results)} seeds")
+    pooler = " behind PgBouncer" if options.pooler else ""
+    print(f"every invariant held in {len(results) - len(failed)} of {len(results)} seeds{pooler}")
     for result in failed:
         print(f"seed {result.seed} broke: {'; '.join(result.problems[:3])}")
         print(f"  replay: {replay_command(options, result.seed)}")

@@ -1,5 +1,5 @@
-"""A private PgBouncer in transaction mode, for ``simulate --pooler`` and the pooler
-scenarios.
+"""A private PgBouncer in transaction mode, for ``simulate --pooler`` (a strategy run, a
+plain run or a ``--chaos`` run) and the pooler scenarios.
 
 Not the system service: a generated config in a temporary directory, a free local port,
 trust auth towards the PostgreSQL server it fronts. PgBouncer refuses to run as root, so
@@ -14,10 +14,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import psycopg
 
 from simulation.processes import stop_group, wait_for
 
@@ -30,6 +33,28 @@ class Upstream:
     port: int
     user: str
     password: str = ""
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """A running private PgBouncer: its port, and the URL a process uses to reach the
+    database through it."""
+
+    port: int
+    user: str
+    url: str
+
+    def clients(self) -> list[dict[str, Any]]:
+        """PgBouncer's ``SHOW CLIENTS``, one dict a client connection (``application_name``,
+        ``state``, ``database``...). Its admin console speaks only the simple query
+        protocol, hence the client-side cursor."""
+        with psycopg.connect(
+            host="127.0.0.1", port=self.port, user=self.user, dbname="pgbouncer", autocommit=True, connect_timeout=10
+        ) as admin:
+            cursor = psycopg.ClientCursor(admin)
+            cursor.execute("SHOW CLIENTS")
+            names = [column.name for column in cursor.description or []]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 def pgbouncer_binary() -> str | None:
@@ -88,3 +113,21 @@ def pgbouncer(upstream: Upstream, *, binary: str) -> Iterator[int]:
 def _accepts(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@contextmanager
+def pooled_database(db: Mapping[str, Any]) -> Iterator[Pooled]:
+    """A private PgBouncer in front of the database of Django's ``db`` settings (one entry
+    of ``DATABASES``); yields it with the ``DATABASE_URL`` its processes use: server-side
+    cursors off, since a transaction-mode pooler cannot keep a cursor across transactions.
+    Raises RuntimeError without a pgbouncer executable."""
+    binary = pgbouncer_binary()
+    if binary is None:
+        raise RuntimeError("needs pgbouncer (make scenario-deps, or apt-get install pgbouncer)")
+    upstream = Upstream(
+        host=db["HOST"] or "127.0.0.1", port=int(db["PORT"] or 5432), user=db["USER"], password=db["PASSWORD"] or ""
+    )
+    with pgbouncer(upstream, binary=binary) as port:
+        auth = f"{upstream.user}:{upstream.password}" if upstream.password else upstream.user
+        url = f"postgres://{auth}@127.0.0.1:{port}/{db['NAME']}?disable_server_side_cursors=true"
+        yield Pooled(port=port, user=upstream.user, url=url)

@@ -306,7 +306,10 @@ def _problems(report: SimulationReport) -> list[str]:
 
 
 def run_story(*, run_id: int) -> str:
-    """One run's transitions in order: 'started (fence 7) -> abandoned -> ... -> succeeded'."""
+    """One run's transitions in order: 'started (fence 7) -> abandoned -> ... -> succeeded'.
+    In the order they were written (id), not by their ``at``: each process stamps events
+    with its own clock, and with clocks 90 s apart a scheduler's 'abandoned' sorted after
+    the retry's 'succeeded' (chaos seed 5 behind the pooler)."""
     run = JobRun.objects.filter(id=run_id).first()
     if run is None:
         return f"run {run_id}: gone"

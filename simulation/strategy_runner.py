@@ -396,15 +396,8 @@ def _database_url(case: StrategyCase) -> Iterator[dict[str, str]]:
     if not case.pooled:
         yield {}
         return
-    db = settings.DATABASES["default"]
-    upstream = pooler.Upstream(
-        host=db["HOST"] or "127.0.0.1", port=int(db["PORT"] or 5432), user=db["USER"], password=db["PASSWORD"]
-    )
-    binary = pooler.pgbouncer_binary()
-    assert binary is not None, "case_problem() refuses a pooled case without pgbouncer"
-    with pooler.pgbouncer(upstream, binary=binary) as port:
-        auth = f"{upstream.user}:{upstream.password}" if upstream.password else upstream.user
-        yield {"DATABASE_URL": f"postgres://{auth}@127.0.0.1:{port}/{db['NAME']}?disable_server_side_cursors=true"}
+    with pooler.pooled_database(settings.DATABASES["default"]) as pooled:
+        yield {"DATABASE_URL": pooled.url}
 
 
 @dataclass
@@ -543,7 +536,11 @@ def add_strategy_arguments(parser: Any) -> None:
         help=f"run strategies one after another on the same clock and faults, then one table: all (default; "
         f"the advisory lock and the claim also behind PgBouncer) or a comma list of {names}",
     )
-    parser.add_argument("--pooler", action="store_true", help="with --strategy: every process behind PgBouncer")
+    parser.add_argument(
+        "--pooler",
+        action="store_true",
+        help="every process behind a private PgBouncer in transaction mode (with --strategy, --chaos or a plain run)",
+    )
     parser.add_argument(
         "--strategy-faults",
         default="all",

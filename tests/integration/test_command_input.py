@@ -16,6 +16,7 @@ import pytest
 import time_machine
 from django.core.management import call_command, get_commands, load_command_class
 from django.core.management.base import CommandError
+from django.db import connection
 
 from orders.models import Order
 from payouts.models import Payout
@@ -178,9 +179,21 @@ def test_check_runs_refuses_a_now_in_the_future_as_tick_does():
         (["--chaos", "3", "--crash-worker"], "--chaos draws its own faults"),
         (["--chaos", "3", "--skew", "30"], "--chaos draws its own faults"),
         (["--chaos", "3", "--servers", "1"], "--chaos needs at least 2 servers"),
+        (["--chaos", "3", "--chaos-rate", "0"], "--chaos-rate 0: give more than 0"),
+        (["--chaos", "3", "--chaos-rate", "500"], "at most 120 faults per simulated hour"),
+        (["--chaos-rate", "30"], "--chaos-rate goes with --chaos SEED"),
     ],
 )
 def test_chaos_with_faults_of_its_own_or_one_server_is_refused_before_anything_is_written(options, message):
     with pytest.raises(CommandError, match=message):
         call_command("simulate", *options, stdout=StringIO(), stderr=StringIO())
+    assert _nothing_written()
+
+
+@pytest.mark.django_db
+def test_the_pooler_without_postgresql_is_refused_before_anything_is_written():
+    if connection.vendor == "postgresql":
+        pytest.skip("on PostgreSQL --pooler runs (tests/scenarios/test_chaos.py)")
+    with pytest.raises(CommandError, match="--pooler puts the processes behind PgBouncer: it needs a postgres://"):
+        call_command("simulate", "--chaos", "3", "--pooler", stdout=StringIO(), stderr=StringIO())
     assert _nothing_written()

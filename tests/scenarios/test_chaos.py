@@ -1,18 +1,20 @@
-"""``manage.py simulate --chaos SEED`` end to end, for two short seeds: the schedule it
-prints is the one the seed draws, every fault is injected and recorded with what it hit
-and how the system recovered, and every invariant holds (exit 0). ``make chaos`` runs
-twenty longer seeds (docs/chaos.md)."""
+"""``manage.py simulate --chaos SEED`` end to end, for two short seeds and a third behind
+PgBouncer in transaction mode (``--pooler``): the schedule it prints is the one the seed
+draws, every fault is recorded with what it hit and how the system recovered, and every
+invariant holds (exit 0). ``make chaos`` runs twenty longer seeds (docs/chaos.md)."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from simulation.chaos import NOT_INJECTED, ChaosKind, chaos_schedule
 from tests.scenarios.harness import Scenario
+from tests.scenarios.pooler import pgbouncer_binary
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(360)]
 
@@ -30,13 +32,34 @@ SPEED = 60
 def test_a_seeded_fault_schedule_keeps_every_invariant_and_says_how_each_fault_was_recovered(
     scenario: Scenario, tmp_path: Path, seed: int
 ) -> None:
+    report = _chaos_run(scenario, tmp_path, seed)
+    assert report["plan"]["pooler"] is False
+    db_terminations = [record for record in report["chaos"]["faults"] if record["kind"] == ChaosKind.DB_TERMINATE]
+    assert all("PgBouncer" not in record["line"] for record in db_terminations)
+
+
+def test_a_seeded_fault_schedule_behind_pgbouncer_in_transaction_mode_keeps_every_invariant(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    pgbouncer_binary()  # skips without pgbouncer (fails in CI)
+    report = _chaos_run(scenario, tmp_path, 3, "--pooler")
+    assert report["plan"]["pooler"] is True
+    # db-terminate hit the pooler's server connections, and asked the pooler about the process after.
+    db_terminations = [record for record in report["chaos"]["faults"] if record["kind"] == ChaosKind.DB_TERMINATE]
+    injected = [record for record in db_terminations if NOT_INJECTED not in record["line"]]
+    assert injected and all("PgBouncer server connections named after it" in r["line"] for r in injected)
+    assert all("client connections to PgBouncer" in record["recovery"] for record in injected), injected
+
+
+def _chaos_run(scenario: Scenario, tmp_path: Path, seed: int, *extra: str) -> dict[str, Any]:
+    """One seed end to end; asserts what holds for every seed, returns the JSON report."""
     scenario.seed(restaurants=9, weeks=3, now=START)
     done = scenario.manage(
         "simulate", "--start", START.isoformat(), "--duration", "60m", "--servers", "3", "--speed", str(SPEED),
-        "--chaos", str(seed), "--json", "--log-dir", str(tmp_path),
+        "--chaos", str(seed), "--json", "--log-dir", str(tmp_path), *extra,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    report = json.loads(done.stdout)
+    report: dict[str, Any] = json.loads(done.stdout)
     assert report["ok"] is True and report["problems"] == []
     assert report["duplicate_claims"] == 0 and report["duplicate_charges"] == 0 and report["payouts"]["duplicates"] == 0
     # Reproducible: what it printed first is what the seed draws, here, again.
@@ -57,3 +80,4 @@ def test_a_seeded_fault_schedule_keeps_every_invariant_and_says_how_each_fault_w
     db = scenario.db
     assert db.scalar("SELECT count(*) FROM job_runs WHERE status IN ('dead', 'running', 'enqueued')") == 0
     assert db.scalar("SELECT count(DISTINCT job_run_id) FROM payouts_payout") == 1, "one attempt wrote the payouts"
+    return report

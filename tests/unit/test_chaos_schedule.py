@@ -7,7 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from simulation.chaos import MAX_SKEW_SECONDS, QUIET_END, QUIET_START, ChaosKind, ChaosSchedule, chaos_schedule
+from simulation.chaos import (
+    DEFAULT_RATE,
+    MAX_SKEW_SECONDS,
+    QUIET_END,
+    QUIET_START,
+    ChaosKind,
+    ChaosSchedule,
+    chaos_schedule,
+)
 from simulation.chaos_table import _SHORT, parse_seeds
 from simulation.probe_jobs import SETTLEMENT_TIMEOUT_SECONDS
 
@@ -15,8 +23,10 @@ START = datetime(2027, 3, 7, 20, 0, tzinfo=UTC)  # a Sunday, half an hour before
 HOURS = timedelta(hours=3)
 
 
-def _draw(seed: int, *, postgres: bool = True, duration: timedelta = HOURS) -> ChaosSchedule:
-    return chaos_schedule(seed=seed, start=START, duration=duration, servers=3, postgres=postgres)
+def _draw(
+    seed: int, *, postgres: bool = True, duration: timedelta = HOURS, rate: float = DEFAULT_RATE
+) -> ChaosSchedule:
+    return chaos_schedule(seed=seed, start=START, duration=duration, servers=3, postgres=postgres, rate=rate)
 
 
 def test_it_draws_the_same_schedule_from_the_same_seed_and_another_from_another() -> None:
@@ -44,6 +54,26 @@ def test_every_kind_comes_inside_the_active_window_and_two_servers_always_remain
         assert len(members) >= 2
     pauses = [f.lasting for f in schedule.faults if f.kind == ChaosKind.WORKER_PAUSE]
     assert all(pause > timedelta(seconds=SETTLEMENT_TIMEOUT_SECONDS) for pause in pauses), "past the heartbeat timeout"
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_fault_count_scales_with_the_duration_and_an_hour_gets_two_of_every_kind(seed: int) -> None:
+    hour = _draw(seed, duration=timedelta(hours=1))
+    drawn = [kind for kind in ChaosKind if kind != ChaosKind.PAYOUT_KILL]
+    assert all(hour.by_kind()[kind] >= 2 for kind in drawn), hour.by_kind()
+    assert len(hour.faults) == 16 + 1  # the default rate, and the payout kill
+    half_day = _draw(seed, duration=timedelta(hours=12))
+    assert all(half_day.by_kind()[kind] >= 24 for kind in drawn), half_day.by_kind()
+    # No payout kill: the 20:30 tick falls in the quiet first 5 % (36 minutes) of 12 hours.
+    assert len(half_day.faults) == 12 * 16 and half_day.by_kind()[ChaosKind.PAYOUT_KILL] == 0
+    assert len(_draw(seed, duration=timedelta(hours=1), rate=40).faults) == 40 + 1
+    assert "16 per simulated hour" in hour.lines()[0]
+
+
+@pytest.mark.parametrize("rate", [0, -1, 121])
+def test_a_fault_rate_out_of_range_is_refused(rate: float) -> None:
+    with pytest.raises(ValueError, match="faults per simulated hour"):
+        _draw(1, rate=rate)
 
 
 def test_the_payout_kill_pins_the_write_before_the_fastest_clock_claims_the_tick() -> None:

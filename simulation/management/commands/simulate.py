@@ -7,15 +7,20 @@ import json
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 from django.db import connection
 
 from scheduling.registry import registry
-from simulation.chaos import ChaosRecord, ChaosSchedule, ChaosSimulation, chaos_schedule
+from simulation import pooler
+from simulation.chaos import DEFAULT_RATE, ChaosRecord, ChaosSchedule, ChaosSimulation, chaos_schedule
 from simulation.processes import sigterm_exits
 from simulation.report import JobTicks, SimulationReport, simulation_report
 from simulation.runner import (
@@ -90,6 +95,14 @@ class Command(TiffinCommand):
             "the same seed replays it): kills, pauses, dropped connections, clock skew, servers joining and leaving",
         )
         parser.add_argument(
+            "--chaos-rate",
+            type=parse_finite,
+            default=DEFAULT_RATE,
+            metavar="N",
+            help=f"with --chaos: faults per simulated hour, an eighth of them of each kind, plus the payout kill "
+            f"(default {DEFAULT_RATE:g}: two of each in an hour)",
+        )
+        parser.add_argument(
             "--fault-job",
             default=TARGET_JOB,
             metavar="JOB",
@@ -112,6 +125,10 @@ class Command(TiffinCommand):
             strategy_command(plan, options, stdout=self.stdout, prepare=lambda: self._prepare(reset=options["reset"]))
             return
         chaos = _chaos(options, plan)
+        if options["pooler"] and connection.vendor != "postgresql":
+            raise CommandError("--pooler puts the processes behind PgBouncer: it needs a postgres:// DATABASE_URL")
+        if options["pooler"] and pooler.pgbouncer_binary() is None:
+            raise CommandError("--pooler needs pgbouncer (make scenario-deps, or apt-get install pgbouncer)")
         self._prepare(reset=options["reset"])
         log_dir = Path(options["log_dir"] or tempfile.mkdtemp(prefix="tiffin-simulate-"))
         say = (lambda line: print(line, file=sys.stderr)) if options["json"] else self.stdout.write
@@ -120,19 +137,24 @@ class Command(TiffinCommand):
         if chaos is not None:
             for line in chaos.lines():
                 say(line)
-        simulation = (
-            Simulation(plan, log_dir=log_dir, say=say)
-            if chaos is None
-            else ChaosSimulation(plan, chaos, log_dir=log_dir, say=say)
-        )
-        outcome = simulation.run()
+        with _pooled(enabled=options["pooler"]) as pooled:
+            if pooled is not None:
+                plan = replace(plan, environment={**plan.environment, "DATABASE_URL": pooled.url})
+                say(f"every process behind a private PgBouncer in transaction mode on port {pooled.port}")
+            simulation = (
+                Simulation(plan, log_dir=log_dir, say=say)
+                if chaos is None
+                else ChaosSimulation(plan, chaos, log_dir=log_dir, say=say, pooled=pooled)
+            )
+            outcome = simulation.run()
         skew = plan.skew if chaos is None else chaos.max_skew
         report = simulation_report(extra_problems=_process_problems(outcome), clock_skew=skew)
         if options["json"]:
-            data = {**report.as_json(), **_plan_json(plan, outcome), **_chaos_json(chaos, outcome)}
+            plan_json = _plan_json(plan, outcome, pooled=options["pooler"])
+            data = {**report.as_json(), **plan_json, **_chaos_json(chaos, outcome)}
             self.stdout.write(json.dumps(data, indent=2, default=str))
         else:
-            self.stdout.write("\n".join(render_text(report, plan, outcome, log_dir)))
+            self.stdout.write("\n".join(render_text(report, plan, outcome, log_dir, pooled=options["pooler"])))
         if not report.ok:
             raise CommandError(f"{len(report.problems)} invariants broke (logs in {log_dir})", returncode=1)
 
@@ -144,6 +166,17 @@ class Command(TiffinCommand):
         if left:
             found = ", ".join(f"{n} {what}" for what, n in left.items())
             raise CommandError(f"the database already has {found}; pass --reset to forget them first")
+
+
+@contextmanager
+def _pooled(*, enabled: bool) -> Iterator[pooler.Pooled | None]:
+    """With ``--pooler``, a private transaction-mode PgBouncer in front of the database for
+    the run's processes (the command's own connections stay direct); stopped after the run."""
+    if not enabled:
+        yield None
+        return
+    with pooler.pooled_database(settings.DATABASES["default"]) as pooled:
+        yield pooled
 
 
 # Schedulers look for due runs every 0.2 real seconds; django-q2 polls every 0.05.
@@ -175,15 +208,25 @@ def _plan(options: dict[str, Any]) -> SimulationPlan:
 
 def _chaos(options: dict[str, Any], plan: SimulationPlan) -> ChaosSchedule | None:
     if options["chaos"] is None:
+        if options["chaos_rate"] != DEFAULT_RATE:
+            raise CommandError("--chaos-rate goes with --chaos SEED")
         return None
     if plan.faults or plan.skew:
         raise CommandError("--chaos draws its own faults and clock skews: leave out the fault options and --skew")
     if plan.servers < 2:
         raise CommandError("--chaos needs at least 2 servers (its faults take servers down)")
     postgres = connection.vendor == "postgresql"
-    return chaos_schedule(
-        seed=options["chaos"], start=plan.start, duration=plan.duration, servers=plan.servers, postgres=postgres
-    )
+    try:
+        return chaos_schedule(
+            seed=options["chaos"],
+            start=plan.start,
+            duration=plan.duration,
+            servers=plan.servers,
+            postgres=postgres,
+            rate=options["chaos_rate"],
+        )
+    except ValueError as error:
+        raise CommandError(f"--chaos-rate {options['chaos_rate']:g}: {error}") from None
 
 
 def _chaos_json(chaos: ChaosSchedule | None, outcome: SimulationOutcome) -> dict[str, Any]:
@@ -250,9 +293,10 @@ def _process_problems(outcome: SimulationOutcome) -> list[str]:
     return problems
 
 
-def _plan_json(plan: SimulationPlan, outcome: SimulationOutcome) -> dict[str, Any]:
+def _plan_json(plan: SimulationPlan, outcome: SimulationOutcome, *, pooled: bool) -> dict[str, Any]:
     return {
         "plan": {
+            "pooler": pooled,
             "servers": plan.servers,
             "workers": plan.workers,
             "start": plan.start.isoformat(),
@@ -265,11 +309,14 @@ def _plan_json(plan: SimulationPlan, outcome: SimulationOutcome) -> dict[str, An
     }
 
 
-def render_text(report: SimulationReport, plan: SimulationPlan, outcome: SimulationOutcome, log_dir: Path) -> list[str]:
+def render_text(
+    report: SimulationReport, plan: SimulationPlan, outcome: SimulationOutcome, log_dir: Path, *, pooled: bool = False
+) -> list[str]:
     lines = [
         "",
         f"Simulated {report.window_start:%Y-%m-%d %H:%M} to {report.window_end:%H:%M} UTC at {plan.speed:g}x: "
-        f"{plan.servers} servers x {plan.workers} workers, scheduler clocks within +-{plan.skew:g} s",
+        f"{plan.servers} servers x {plan.workers} workers, scheduler clocks within +-{plan.skew:g} s"
+        + (", every process behind PgBouncer (transaction mode)" if pooled else ""),
         *_fault_lines(outcome),
         "",
         f"  {'job':<26}{'ticks':>7}{'ran':>6}  {'skipped (reason)':<30}{'missed':>7}",
