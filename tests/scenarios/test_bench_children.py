@@ -26,10 +26,14 @@ pytestmark = pytest.mark.scenario
 
 GRACE_SECONDS = 1.0
 # The stand-in writes its child's group id to a file; the test reads the members from /proc.
+# It takes SIGINT as a benchmark in a terminal does (KeyboardInterrupt): a suite started in
+# the background of a non-interactive shell (nohup, a CI script's `&`) inherits SIGINT
+# ignored, and Python keeps an ignored SIGINT ignored.
 PARENT = """
-import json, os, sys, time
+import json, os, signal, sys, time
 from pathlib import Path
 from bench.common import PYTHON, child_start, children
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 GRANDCHILD = (
     "import os, signal, sys, time\\n"
