@@ -60,6 +60,7 @@ QUIET_START, QUIET_END = 0.05, 0.25
 # (with every scheduler down at once, nothing claims the payout tick meanwhile).
 PIN_WAIT_SECONDS = 120.0
 NOT_INJECTED = "not injected"
+EVERY_WORKER_SPENT = "every live worker is killed, gone, or runs a run an earlier fault landed in"
 PAYOUT_CRON = "30 20 * * 0"  # payouts/jobs.py: the tick a mid-payout kill is aimed at
 # Simulated seconds db-terminate tries again while the process has no connection to
 # terminate (behind PgBouncer a process has a server connection only inside a transaction).
@@ -313,7 +314,9 @@ class ChaosSimulation(Simulation):
     def _worker_in_flight(self, fault: ChaosFault) -> tuple[Process | None, JobRun | None]:
         """The running worker with a settlement in flight (waiting up to TARGET_WAIT_SECONDS
         for one, and no later than the next fault is due, so the waits do not push the
-        schedule back), else the fault's server's worker (or any live one) with what it runs."""
+        schedule back), else the fault's server's worker (or another live one) with what it
+        runs, passing over a worker that runs a run an earlier fault landed in (None if
+        every live worker does)."""
         found: tuple[Process, JobRun] | None = None
 
         def in_flight() -> bool:
@@ -324,8 +327,11 @@ class ChaosSimulation(Simulation):
         if self._wait(in_flight, until=self.next_at, real_limit=self.clock.real_seconds(TARGET_WAIT_SECONDS)):
             assert found is not None
             return found
-        worker = self._live(f"worker-{fault.server}", "worker-", running=True)
-        return worker, _run_of(worker) if worker else None
+        for worker in self._alive(f"worker-{fault.server}", "worker-", running=True):
+            runs = _runs_of(worker)
+            if not {run.id for run in runs} & self.hit_runs:
+                return worker, runs[0] if runs else None
+        return None, None
 
     def _wait(self, condition: Callable[[], bool], *, until: datetime, real_limit: float) -> bool:
         """Poll ``condition`` until it holds (True), or the clock shows ``until`` or
@@ -351,7 +357,9 @@ class ChaosSimulation(Simulation):
         running = JobRun.objects.filter(job_name=TARGET_JOB, status=RunStatus.RUNNING).exclude(id__in=self.hit_runs)
         for run in running.order_by("started_at"):
             owner = self.fleet.owner_of(_pid(run.worker))
-            if owner is not None and owner.alive() and owner.signals[-1:] != ["SIGSTOP"]:
+            if owner is None or not owner.alive() or owner.signals[-1:] == ["SIGSTOP"]:
+                continue
+            if not {other.id for other in _runs_of(owner)} & self.hit_runs:  # its other task too
                 return owner, run
         return None
 
@@ -359,12 +367,19 @@ class ChaosSimulation(Simulation):
         """``name`` if it is alive, else another live process of ``prefix`` (None if every one
         is killed or gone); ``running``: preferring one that is not paused (SIGSTOP), so two
         pauses do not share a victim."""
+        alive = self._alive(name, prefix, running=running)
+        return alive[0] if alive else None
+
+    def _alive(self, name: str, prefix: str, *, running: bool = False) -> list[Process]:
+        """The live processes of ``prefix``, ``name`` first (``running``: the paused last)."""
         candidates = [self.fleet.processes[name]] if name in self.fleet.processes else []
         candidates += [p for p in self.fleet.named(prefix) if p.name != name]
         alive = [p for p in candidates if p.alive()]
         if running:
-            alive = [p for p in alive if p.signals[-1:] != ["SIGSTOP"]] or alive
-        return alive[0] if alive else None
+            alive = [p for p in alive if p.signals[-1:] != ["SIGSTOP"]] + [
+                p for p in alive if p.signals[-1:] == ["SIGSTOP"]
+            ]
+        return alive
 
     def _nobody(self, fault: ChaosFault, what: str) -> ChaosRecord:
         return ChaosRecord(fault, self.clock.now(), "-", f"{NOT_INJECTED}: no live {what} (killed or gone)")
@@ -372,7 +387,8 @@ class ChaosSimulation(Simulation):
     def _worker_kill(self, fault: ChaosFault) -> ChaosRecord:
         victim, run = self._worker_in_flight(fault)
         if victim is None:
-            return self._nobody(fault, "worker")
+            return ChaosRecord(fault, self.clock.now(), "-", f"{NOT_INJECTED}: {EVERY_WORKER_SPENT}")
+        self._spent(victim)
         victim.send(signal.SIGKILL)
         self._later(fault.lasting, partial(self._restart_unless_gone, victim))
         return self._hit(fault, victim, run, "SIGKILL")
@@ -380,10 +396,18 @@ class ChaosSimulation(Simulation):
     def _worker_pause(self, fault: ChaosFault) -> ChaosRecord:
         victim, run = self._worker_in_flight(fault)
         if victim is None:
-            return self._nobody(fault, "worker")
+            return ChaosRecord(fault, self.clock.now(), "-", f"{NOT_INJECTED}: {EVERY_WORKER_SPENT}")
+        self._spent(victim)
         victim.send(signal.SIGSTOP)
         self._later(fault.lasting, partial(self._resume, victim))
         return self._hit(fault, victim, run, f"SIGSTOP for {_hms(fault.lasting)}")
+
+    def _spent(self, victim: Process) -> None:
+        """Count every run ``victim`` has in flight as hit, not only the one its record names
+        (a worker runs Q_WORKERS tasks at once): a later kill or pause passes over them, so
+        no run loses all its attempts to faults (seed 4 of the 20-seed table: kills of the
+        same worker landed in one settlement run's three attempts, and it went dead)."""
+        self.hit_runs.update(run.id for run in _runs_of(victim))
 
     def _hit(self, fault: ChaosFault, victim: Process, run: JobRun | None, what: str) -> ChaosRecord:
         hit = f"{what}; run {run.id} ({run.job_name}, fence {run.fence}) in flight" if run else f"{what}; idle"
@@ -411,6 +435,7 @@ class ChaosSimulation(Simulation):
             run = JobRun.objects.filter(job_name=PAYOUT_JOB, status=RunStatus.RUNNING).order_by("-started_at").first()
             victim = self.fleet.owner_of(_pid(run.worker)) if run else None
             if victim is not None:
+                self._spent(victim)
                 victim.send(signal.SIGKILL)
                 wait_for(lambda: not victim.alive(), timeout=10, what="the payout worker dying")
             pin.rollback()
@@ -515,9 +540,15 @@ def _fresh(queryset: QuerySet[JobRun]) -> bool:
 
 
 def _run_of(worker: Process) -> JobRun | None:
+    runs = _runs_of(worker)
+    return runs[0] if runs else None
+
+
+def _runs_of(worker: Process) -> list[JobRun]:
+    """The runs ``worker`` has in flight, oldest first."""
     close_old_connections()
     running = JobRun.objects.filter(status=RunStatus.RUNNING).order_by("started_at")
-    return next((run for run in running if worker.owns(_pid(run.worker))), None)
+    return [run for run in running if worker.owns(_pid(run.worker))]
 
 
 def _claims_while_down(down: datetime, up: datetime) -> str:
