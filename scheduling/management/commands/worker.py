@@ -3,8 +3,10 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
+from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from django.conf import settings
 from django.core.management.base import CommandParser
@@ -16,6 +18,46 @@ from scheduling.metrics import metrics_serve
 from tiffin.cli import TiffinCommand
 
 logger = logging.getLogger("scheduling.worker")
+
+# A cluster whose first database connection is dropped while it starts (a failover, a
+# restarted pooler, pg_terminate_backend) fails to start: django-q2's sentinel exits and
+# Cluster.start raises. The worker tries again, a second later and then doubling, before it
+# gives up (exit 1) and its supervisor takes over; chaos seed 18 lost a joining server's
+# worker that way.
+CLUSTER_START_ATTEMPTS = 5
+CLUSTER_START_PAUSE_SECONDS = 1.0
+
+
+class _Startable(Protocol):
+    def start(self) -> int | None: ...
+
+
+StartableT = TypeVar("StartableT", bound=_Startable)
+
+
+def cluster_start(
+    make: Callable[[], StartableT],
+    *,
+    attempts: int = CLUSTER_START_ATTEMPTS,
+    pause: float = CLUSTER_START_PAUSE_SECONDS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> StartableT:
+    """``make()`` a cluster and start it, up to ``attempts`` times; the last failure raises."""
+    for attempt in range(1, attempts + 1):
+        # The cluster forks its workers: no database connection may be shared across the fork.
+        connections.close_all()
+        cluster = make()
+        try:
+            cluster.start()
+        except RuntimeError as error:
+            if attempt == attempts:
+                raise
+            logger.warning("%s (attempt %d of %d); trying again in %.0f s", error, attempt, attempts, pause)
+            sleep(pause)
+            pause *= 2
+        else:
+            return cluster
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 class Command(TiffinCommand):
@@ -31,10 +73,7 @@ class Command(TiffinCommand):
         from django_q.cluster import Cluster
 
         stop = threading.Event()
-        # The cluster forks its workers: no database connection may be shared across the fork.
-        connections.close_all()
-        cluster = Cluster()
-        cluster.start()
+        cluster = cluster_start(Cluster)
         if settings.METRICS_ENABLED and settings.METRICS_WORKER_PORT:
             metrics_serve(host=settings.METRICS_WORKER_HOST, port=settings.METRICS_WORKER_PORT)
 
