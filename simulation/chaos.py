@@ -293,8 +293,9 @@ class ChaosSimulation(Simulation):
         # The injector fell behind (a loaded machine, a slow clean stop): what needs recovering
         # is let go; a server joining or a scheduler restarted on a new clock needs none.
         if self.clock.now() > self._quiet_from() and fault.kind not in _NOTHING_TO_RECOVER:
-            late = f"{NOT_INJECTED}: reached at {self.clock.now():%H:%M:%S}, inside the quiet end of the run"
-            self._record(ChaosRecord(fault, self.clock.now(), "-", late))
+            self._record(
+                self._not_injected(fault, f"reached at {self.clock.now():%H:%M:%S}, inside the quiet end of the run")
+            )
             return
         inject = {
             ChaosKind.WORKER_KILL: self._worker_kill,
@@ -353,66 +354,64 @@ class ChaosSimulation(Simulation):
         earlier fault landed in the run: the faults spread over runs instead of spending
         one run's attempts (three kills of one run make it dead, as its job's
         max_attempts says; seed 4 behind the pooler did that at 16 faults an hour)."""
-        close_old_connections()
-        running = JobRun.objects.filter(job_name=TARGET_JOB, status=RunStatus.RUNNING).exclude(id__in=self.hit_runs)
-        for run in running.order_by("started_at"):
+        running = _running()
+        for run in running:
+            if run.job_name != TARGET_JOB or run.id in self.hit_runs:
+                continue
             owner = self.fleet.owner_of(_pid(run.worker))
             if owner is None or not owner.alive() or owner.signals[-1:] == ["SIGSTOP"]:
                 continue
-            if not {other.id for other in _runs_of(owner)} & self.hit_runs:  # its other task too
+            if not {other.id for other in _owned(running, owner)} & self.hit_runs:  # its other task too
                 return owner, run
         return None
 
-    def _live(self, name: str, prefix: str, *, running: bool = False) -> Process | None:
+    def _live(self, name: str, prefix: str) -> Process | None:
         """``name`` if it is alive, else another live process of ``prefix`` (None if every one
-        is killed or gone); ``running``: preferring one that is not paused (SIGSTOP), so two
-        pauses do not share a victim."""
-        alive = self._alive(name, prefix, running=running)
+        is killed or gone)."""
+        alive = self._alive(name, prefix)
         return alive[0] if alive else None
 
     def _alive(self, name: str, prefix: str, *, running: bool = False) -> list[Process]:
-        """The live processes of ``prefix``, ``name`` first (``running``: the paused last)."""
+        """The live processes of ``prefix``, ``name`` first; ``running``: the paused (SIGSTOP)
+        last, so two pauses do not share a victim."""
         candidates = [self.fleet.processes[name]] if name in self.fleet.processes else []
         candidates += [p for p in self.fleet.named(prefix) if p.name != name]
         alive = [p for p in candidates if p.alive()]
-        if running:
-            alive = [p for p in alive if p.signals[-1:] != ["SIGSTOP"]] + [
-                p for p in alive if p.signals[-1:] == ["SIGSTOP"]
-            ]
-        return alive
+        return sorted(alive, key=lambda p: p.signals[-1:] == ["SIGSTOP"]) if running else alive
+
+    def _not_injected(self, fault: ChaosFault, why: str) -> ChaosRecord:
+        return ChaosRecord(fault, self.clock.now(), "-", f"{NOT_INJECTED}: {why}")
 
     def _nobody(self, fault: ChaosFault, what: str) -> ChaosRecord:
-        return ChaosRecord(fault, self.clock.now(), "-", f"{NOT_INJECTED}: no live {what} (killed or gone)")
+        return self._not_injected(fault, f"no live {what} (killed or gone)")
 
     def _worker_kill(self, fault: ChaosFault) -> ChaosRecord:
         victim, run = self._worker_in_flight(fault)
         if victim is None:
-            return ChaosRecord(fault, self.clock.now(), "-", f"{NOT_INJECTED}: {EVERY_WORKER_SPENT}")
-        self._spent(victim)
-        victim.send(signal.SIGKILL)
+            return self._not_injected(fault, EVERY_WORKER_SPENT)
+        self._strike(victim, signal.SIGKILL)
         self._later(fault.lasting, partial(self._restart_unless_gone, victim))
         return self._hit(fault, victim, run, "SIGKILL")
 
     def _worker_pause(self, fault: ChaosFault) -> ChaosRecord:
         victim, run = self._worker_in_flight(fault)
         if victim is None:
-            return ChaosRecord(fault, self.clock.now(), "-", f"{NOT_INJECTED}: {EVERY_WORKER_SPENT}")
-        self._spent(victim)
-        victim.send(signal.SIGSTOP)
+            return self._not_injected(fault, EVERY_WORKER_SPENT)
+        self._strike(victim, signal.SIGSTOP)
         self._later(fault.lasting, partial(self._resume, victim))
         return self._hit(fault, victim, run, f"SIGSTOP for {_hms(fault.lasting)}")
 
-    def _spent(self, victim: Process) -> None:
-        """Count every run ``victim`` has in flight as hit, not only the one its record names
-        (a worker runs Q_WORKERS tasks at once): a later kill or pause passes over them, so
-        no run loses all its attempts to faults (seed 4 of the 20-seed table: kills of the
-        same worker landed in one settlement run's three attempts, and it went dead)."""
+    def _strike(self, victim: Process, sig: signal.Signals) -> None:
+        """Send ``sig`` to a worker, counting every run it has in flight as hit first (not
+        only the one its record names: a worker runs Q_WORKERS tasks at once), so a later
+        kill or pause passes over them and no run loses all its attempts to faults (seed 4
+        of the 20-seed table: kills of the same worker landed in one settlement run's three
+        attempts, and it went dead)."""
         self.hit_runs.update(run.id for run in _runs_of(victim))
+        victim.send(sig)
 
     def _hit(self, fault: ChaosFault, victim: Process, run: JobRun | None, what: str) -> ChaosRecord:
         hit = f"{what}; run {run.id} ({run.job_name}, fence {run.fence}) in flight" if run else f"{what}; idle"
-        if run is not None:
-            self.hit_runs.add(run.id)
         return ChaosRecord(fault, self.clock.now(), victim.name, hit, run_id=run.id if run else None)
 
     def _payout_kill(self, fault: ChaosFault) -> ChaosRecord:
@@ -426,17 +425,17 @@ class ChaosSimulation(Simulation):
             )
             if not _blocked_by(pin):
                 pin.rollback()
-                never = f"{NOT_INJECTED}: the payout run had not reached its write by {self.clock.now():%H:%M:%S}"
-                return ChaosRecord(fault, self.clock.now(), "-", never)
+                return self._not_injected(
+                    fault, f"the payout run had not reached its write by {self.clock.now():%H:%M:%S}"
+                )
             if self.clock.now() > self._quiet_from():  # too late to recover before the end
                 pin.rollback()
-                return ChaosRecord(fault, self.clock.now(), "-", f"{NOT_INJECTED}: the write blocked in the quiet end")
+                return self._not_injected(fault, "the write blocked in the quiet end")
             close_old_connections()
             run = JobRun.objects.filter(job_name=PAYOUT_JOB, status=RunStatus.RUNNING).order_by("-started_at").first()
             victim = self.fleet.owner_of(_pid(run.worker)) if run else None
             if victim is not None:
-                self._spent(victim)
-                victim.send(signal.SIGKILL)
+                self._strike(victim, signal.SIGKILL)
                 wait_for(lambda: not victim.alive(), timeout=10, what="the payout worker dying")
             pin.rollback()
         if run is None or victim is None:
@@ -546,9 +545,16 @@ def _run_of(worker: Process) -> JobRun | None:
 
 def _runs_of(worker: Process) -> list[JobRun]:
     """The runs ``worker`` has in flight, oldest first."""
+    return _owned(_running(), worker)
+
+
+def _running() -> list[JobRun]:
     close_old_connections()
-    running = JobRun.objects.filter(status=RunStatus.RUNNING).order_by("started_at")
-    return [run for run in running if worker.owns(_pid(run.worker))]
+    return list(JobRun.objects.filter(status=RunStatus.RUNNING).order_by("started_at"))
+
+
+def _owned(runs: list[JobRun], worker: Process) -> list[JobRun]:
+    return [run for run in runs if worker.owns(_pid(run.worker))]
 
 
 def _claims_while_down(down: datetime, up: datetime) -> str:
