@@ -119,13 +119,19 @@ def test_a_tick_charged_twice_is_a_duplicate(window: list[datetime]) -> None:
     assert report.problems == ["1 duplicate probe charges"]
 
 
+def _paid_weekly(restaurant_factory: Any) -> Any:
+    """A live scheduler, the weekly-payouts schedule and a restaurant onboarded on Monday
+    2027-03-01 in UTC: what the report's payout checks read."""
+    SchedulerNode.objects.create(name="scheduler@test:1", started_at=T0, last_pass_at=WINDOW_END)
+    _schedule("weekly-payouts", "30 20 * * 0")
+    return restaurant_factory(timezone="UTC", onboarded_at=datetime(2027, 3, 1, tzinfo=UTC))
+
+
 def test_payouts_are_checked_against_their_orders_and_for_unpaid_weeks(
     restaurant_factory: Any, order_factory: Any
 ) -> None:
-    SchedulerNode.objects.create(name="scheduler@test:1", started_at=T0, last_pass_at=WINDOW_END)
-    _schedule("weekly-payouts", "30 20 * * 0")
     # Onboarded on a Monday in UTC: by Sunday 2027-03-21 20:30 two weeks are settled.
-    restaurant = restaurant_factory(timezone="UTC", onboarded_at=datetime(2027, 3, 1, tzinfo=UTC))
+    restaurant = _paid_weekly(restaurant_factory)
     order_factory(OrderStatus.DELIVERED, restaurant=restaurant, total=Decimal("40.00"), placed_at=T0)
     tick = datetime(2027, 3, 21, 20, 30, tzinfo=UTC)
     run = _run(tick, job_name="weekly-payouts")
@@ -153,9 +159,7 @@ def test_payouts_are_checked_against_their_orders_and_for_unpaid_weeks(
 def test_the_ledger_invariant_is_a_line_of_the_report_even_when_every_payout_matches_its_orders(
     restaurant_factory: Any, order_factory: Any
 ) -> None:
-    SchedulerNode.objects.create(name="scheduler@test:1", started_at=T0, last_pass_at=WINDOW_END)
-    _schedule("weekly-payouts", "30 20 * * 0")
-    restaurant = restaurant_factory(timezone="UTC", onboarded_at=datetime(2027, 3, 1, tzinfo=UTC))
+    restaurant = _paid_weekly(restaurant_factory)
     # Delivered before the restaurant's first week: in no payout, though each payout is right.
     order_factory(
         OrderStatus.DELIVERED,

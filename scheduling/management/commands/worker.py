@@ -43,21 +43,22 @@ def cluster_start(
     sleep: Callable[[float], None] = time.sleep,
 ) -> StartableT:
     """``make()`` a cluster and start it, up to ``attempts`` times; the last failure raises."""
-    for attempt in range(1, attempts + 1):
-        # The cluster forks its workers: no database connection may be shared across the fork.
-        connections.close_all()
-        cluster = make()
+    for attempt in range(1, attempts):
         try:
-            cluster.start()
+            return _started(make)
         except RuntimeError as error:
-            if attempt == attempts:
-                raise
             logger.warning("%s (attempt %d of %d); trying again in %.0f s", error, attempt, attempts, pause)
             sleep(pause)
             pause *= 2
-        else:
-            return cluster
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    return _started(make)
+
+
+def _started(make: Callable[[], StartableT]) -> StartableT:
+    # The cluster forks its workers: no database connection may be shared across the fork.
+    connections.close_all()
+    cluster = make()
+    cluster.start()
+    return cluster
 
 
 class Command(TiffinCommand):
