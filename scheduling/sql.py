@@ -8,6 +8,8 @@ to one written by the ORM (SQLite stores naive UTC text, PostgreSQL timestamptz)
 
 from __future__ import annotations
 
+import functools
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -17,7 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, models
 
 from scheduling.models import FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
-from tiffin.db import adapt, execute, fetch, id_in
+from tiffin.db import execute, fetch, fetch_prepared, id_in
 
 # Namespace for the two-key advisory locks, so they never collide with another app's.
 _ADVISORY_NAMESPACE = 0x7F1F
@@ -59,35 +61,82 @@ def claim_runs(rows: Sequence[ClaimRow]) -> list[JobRun]:
     ``INSERT ... ON CONFLICT DO NOTHING RETURNING`` on the unique key
     (job_name, subject, scheduled_for), served by the job_run_claim_key index: a row
     another server already holds returns nothing, so only the winner goes on to enqueue.
-    The won rows come back whole from RETURNING (through a raw queryset, so every field
-    is converted as the ORM would), not from a second SELECT by id. On PostgreSQL the
-    events are written by the same statement (a data-modifying CTE over the returned
-    rows); SQLite has no such CTE and takes a second statement. Each was a round trip of
-    every ``order_place`` (six, against three for bare SQL: bench/profile_delayed.py).
+    The won rows come back whole from RETURNING, not from a second SELECT by id. On
+    PostgreSQL the events are written by the same statement (a data-modifying CTE over
+    the returned rows); SQLite has no such CTE and takes a second statement.
+
+    Every ``order_place`` runs this for its cancellation, so it is lean: the statement's
+    text is built once per backend and row count (``_claim_statement``), it runs prepared
+    on PostgreSQL (``fetch_prepared``), and the rows become runs through the fields' own
+    converters (``_runs_from_rows``) instead of a raw queryset, which resolved the columns
+    and the model's field order anew on every call.
     """
     if not rows:
         return []
-    row_sql = "(" + ", ".join(["%s"] * len(CLAIM_COLUMNS)) + ")"
-    returned = ", ".join(connection.ops.quote_name(f.column) for f in JobRun._meta.concrete_fields)
-    insert = (
-        f"INSERT INTO job_runs ({', '.join(CLAIM_COLUMNS)}) VALUES {', '.join([row_sql] * len(rows))} "
-        f"ON CONFLICT (job_name, subject, scheduled_for) DO NOTHING RETURNING {returned}"
-    )
-    params = [adapt(getattr(row, column)) for row in rows for column in CLAIM_COLUMNS]
+    params = [getattr(row, column) for row in rows for column in CLAIM_COLUMNS]
+    won = _runs_from_rows(fetch_prepared(_claim_statement(connection.vendor, len(rows)), params))
     if connection.vendor != "postgresql":
-        won = list(JobRun.objects.raw(insert, params))
         JobRunEvent.objects.bulk_create(
             [JobRunEvent(run_id=run.id, at=run.created_at, kind=claim_event_kind(run), attempt=run.attempts,
                          fence=run.fence, worker=run.worker) for run in won]
         )  # fmt: skip
-        return won
-    statement = (
+    return won
+
+
+@functools.cache
+def _claim_statement(vendor: str, rows: int) -> str:
+    """The claim of ``rows`` rows, returning every column of job_runs (and, on
+    PostgreSQL, writing their events in the same statement)."""
+    row_sql = "(" + ", ".join(["%s"] * len(CLAIM_COLUMNS)) + ")"
+    returned = ", ".join(connection.ops.quote_name(field.column) for field in JobRun._meta.concrete_fields)
+    insert = (
+        f"INSERT INTO job_runs ({', '.join(CLAIM_COLUMNS)}) VALUES {', '.join([row_sql] * rows)} "
+        f"ON CONFLICT (job_name, subject, scheduled_for) DO NOTHING RETURNING {returned}"
+    )
+    if vendor != "postgresql":
+        return insert
+    return (
         f"WITH claimed AS ({insert}), recorded AS ("
         "INSERT INTO job_run_events (run_id, at, kind, attempt, fence, worker, message) "
         f"SELECT id, created_at, {CLAIM_EVENT_KIND}, attempts, fence, worker, '' FROM claimed"
         f") SELECT {returned} FROM claimed"
     )
-    return list(JobRun.objects.raw(statement, params))
+
+
+def _runs_from_rows(rows: list[tuple[Any, ...]]) -> list[JobRun]:
+    """JobRun instances from rows holding every concrete column in field order, each value
+    converted as the ORM converts it when it reads the field (dates from SQLite's text,
+    JSON), so a run read here equals one read through a queryset."""
+    if not rows:
+        return []
+    concrete = JobRun._meta.concrete_fields
+    converters = _run_converters()
+    names = [field.attname for field in concrete]
+    runs = []
+    for row in rows:
+        values = list(row)
+        for index, converter, column in converters:
+            values[index] = converter(values[index], column, connection)
+        runs.append(JobRun.from_db(connection.alias, names, values))
+    return runs
+
+
+# Per connection (each thread has its own): the converters of job_runs' columns, which
+# cost five times the rest of _runs_from_rows to look up.
+_CONVERTERS: weakref.WeakKeyDictionary[Any, list[tuple[int, Any, Any]]] = weakref.WeakKeyDictionary()
+
+
+def _run_converters() -> list[tuple[int, Any, Any]]:
+    """(column index, converter, column) for every job_runs column the ORM converts on read."""
+    ops = connection.ops
+    if ops not in _CONVERTERS:
+        found = []
+        for index, field in enumerate(JobRun._meta.concrete_fields):
+            column = field.get_col(JobRun._meta.db_table)
+            for converter in ops.get_db_converters(column) + column.get_db_converters(connection):
+                found.append((index, converter, column))
+        _CONVERTERS[ops] = found
+    return _CONVERTERS[ops]
 
 
 def claim_event_kind(run: JobRun) -> str:

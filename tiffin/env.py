@@ -105,6 +105,10 @@ def env_prefixed(prefix: str) -> dict[str, str]:
     return {name.removeprefix(prefix): value for name, value in os.environ.items() if name.startswith(prefix) and value}
 
 
+# Runs of one server-bound statement on one connection before it is prepared there.
+PREPARE_THRESHOLD = 5
+
+
 def database_from_url(url: str, *, base_dir: Path) -> dict[str, Any]:
     """Turn ``postgres://user:pass@host:port/name`` or ``sqlite:///path`` into a DATABASES entry.
 
@@ -119,10 +123,14 @@ def database_from_url(url: str, *, base_dir: Path) -> dict[str, Any]:
     if scheme in {"postgres", "postgresql", "pgsql"}:
         if not parts.path.strip("/"):
             raise ImproperlyConfigured(f"DATABASE_URL {url!r} names no database")
-        options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+        options: dict[str, Any] = {key: values[-1] for key, values in parse_qs(parts.query).items()}
         # Behind a transaction-mode pooler (PgBouncer) a server-side cursor can outlive
         # its transaction's server connection: ?disable_server_side_cursors=true.
         pooled = _url_flag(url, options.pop("disable_server_side_cursors", "false"))
+        # Statements bound on the server (tiffin.db.fetch_prepared) are prepared on their
+        # connection after five runs; never behind such a pooler, where the next
+        # transaction may get another server connection, which has no such statement.
+        options["prepare_threshold"] = _url_threshold(url, options.pop("prepare_threshold", None), pooled=pooled)
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parts.path.lstrip("/")),
@@ -151,6 +159,17 @@ def database_from_url(url: str, *, base_dir: Path) -> dict[str, Any]:
             "TEST": {"NAME": str(path.with_name(f"test_{path.name}"))},
         }
     raise ImproperlyConfigured(f"DATABASE_URL {url!r}: unsupported scheme {scheme!r} (use postgres:// or sqlite:///)")
+
+
+def _url_threshold(url: str, raw: str | None, *, pooled: bool) -> int | None:
+    """``?prepare_threshold=N`` (``none``: never prepare), else the default for the URL."""
+    if raw is None:
+        return None if pooled else PREPARE_THRESHOLD
+    if raw.strip().lower() == "none":
+        return None
+    if not raw.strip().isdigit():
+        raise ImproperlyConfigured(f"DATABASE_URL {url!r}: prepare_threshold={raw!r} is not a whole number or 'none'")
+    return int(raw)
 
 
 def _url_flag(url: str, raw: str) -> bool:

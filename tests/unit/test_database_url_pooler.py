@@ -18,13 +18,25 @@ def test_it_disables_server_side_cursors_when_the_url_asks():
         "postgres://u@127.0.0.1:6432/t?disable_server_side_cursors=true&sslmode=disable", base_dir=BASE
     )
     assert db["DISABLE_SERVER_SIDE_CURSORS"] is True
-    assert db["OPTIONS"] == {"sslmode": "disable"}
+    # A prepared statement lives on one server connection: never behind the pooler.
+    assert db["OPTIONS"] == {"sslmode": "disable", "prepare_threshold": None}
 
 
 def test_it_keeps_server_side_cursors_by_default():
     db = database_from_url("postgres://u@127.0.0.1:5432/t", base_dir=BASE)
     assert db["DISABLE_SERVER_SIDE_CURSORS"] is False
-    assert db["OPTIONS"] == {}
+    assert db["OPTIONS"] == {"prepare_threshold": 5}
+
+
+def test_it_takes_the_prepare_threshold_from_the_url():
+    assert database_from_url("postgres://u@h/t?prepare_threshold=0", base_dir=BASE)["OPTIONS"]["prepare_threshold"] == 0
+    none = database_from_url("postgres://u@h/t?prepare_threshold=none", base_dir=BASE)
+    assert none["OPTIONS"]["prepare_threshold"] is None
+
+
+def test_it_refuses_a_prepare_threshold_it_cannot_read():
+    with pytest.raises(ImproperlyConfigured, match="prepare_threshold='-1' is not a whole number"):
+        database_from_url("postgres://u@h/t?prepare_threshold=-1", base_dir=BASE)
 
 
 def test_it_refuses_a_flag_it_cannot_read():
