@@ -19,7 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, models
 
 from scheduling.models import FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
-from tiffin.db import execute, fetch, fetch_prepared, id_in
+from tiffin.db import execute, fetch, id_in
 
 # Namespace for the two-key advisory locks, so they never collide with another app's.
 _ADVISORY_NAMESPACE = 0x7F1F
@@ -66,15 +66,16 @@ def claim_runs(rows: Sequence[ClaimRow]) -> list[JobRun]:
     the returned rows); SQLite has no such CTE and takes a second statement.
 
     Every ``order_place`` runs this for its cancellation, so it is lean: the statement's
-    text is built once per backend and row count (``_claim_statement``), it runs prepared
-    on PostgreSQL (``fetch_prepared``), and the rows become runs through the fields' own
-    converters (``_runs_from_rows``) instead of a raw queryset, which resolved the columns
-    and the model's field order anew on every call.
+    text is built once per backend and row count (``_claim_statement``), so on PostgreSQL
+    it is one prepared statement per connection (``tiffin.env.database_from_url``: its
+    CTE's planning had been most of the server's work), and the rows become runs through
+    the fields' own converters (``_runs_from_rows``) instead of a raw queryset, which
+    resolved the columns and the model's field order anew on every call.
     """
     if not rows:
         return []
     params = [getattr(row, column) for row in rows for column in CLAIM_COLUMNS]
-    won = _runs_from_rows(fetch_prepared(_claim_statement(connection.vendor, len(rows)), params))
+    won = _runs_from_rows(fetch(_claim_statement(connection.vendor, len(rows)), params))
     if connection.vendor != "postgresql":
         JobRunEvent.objects.bulk_create(
             [JobRunEvent(run_id=run.id, at=run.created_at, kind=claim_event_kind(run), attempt=run.attempts,

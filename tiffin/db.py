@@ -8,7 +8,6 @@ from datetime import date, datetime
 from typing import Any
 
 from django.db import connection
-from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 # Positional (``%s``) or named (``%(as_of)s``) parameters.
 Params = Sequence[Any] | Mapping[str, Any]
@@ -29,30 +28,6 @@ def fetch(sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
     """Run one statement on Django's connection (so in the caller's transaction), its
     parameters adapted; return its rows (none for a statement that returns none)."""
     with connection.cursor() as cursor:
-        cursor.execute(sql, _adapted(params))
-        return list(cursor.fetchall()) if cursor.description else []
-
-
-def fetch_prepared(sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
-    """``fetch`` for a statement run thousands of times a minute with the same text (the
-    claim of every order's cancellation). On PostgreSQL its parameters are bound on the
-    server, and once one connection has run it ``prepare_threshold`` times (5; see
-    ``tiffin.env.database_from_url``) it is a prepared statement there, parsed and
-    planned once instead of on every run: the claim's server CPU went from about 0.43
-    to 0.14 ms a run (its CTE's planning was most of it). Behind a transaction-mode pooler the
-    threshold is off, since a prepared statement lives on one server connection; the
-    binding alone still spares the client quoting every value into the text. Elsewhere
-    (SQLite, and Django's other statements, which keep client-side binding) it is ``fetch``.
-    """
-    if connection.vendor != "postgresql":
-        return fetch(sql, params)
-    import psycopg
-
-    connection.ensure_connection()
-    bound: psycopg.Cursor[Any] = psycopg.Cursor(connection.connection)
-    # Django's own wrapper, as connection.cursor() gives: its errors, execute_wrapper, query log.
-    wrapper = CursorDebugWrapper if connection.queries_logged else CursorWrapper
-    with wrapper(bound, connection) as cursor:
         cursor.execute(sql, _adapted(params))
         return list(cursor.fetchall()) if cursor.description else []
 

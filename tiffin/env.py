@@ -126,10 +126,15 @@ def database_from_url(url: str, *, base_dir: Path) -> dict[str, Any]:
         options: dict[str, Any] = {key: values[-1] for key, values in parse_qs(parts.query).items()}
         # Behind a transaction-mode pooler (PgBouncer) a server-side cursor can outlive
         # its transaction's server connection: ?disable_server_side_cursors=true.
-        pooled = _url_flag(url, options.pop("disable_server_side_cursors", "false"))
-        # Statements bound on the server (tiffin.db.fetch_prepared) are prepared on their
-        # connection after five runs; never behind such a pooler, where the next
-        # transaction may get another server connection, which has no such statement.
+        pooled = _url_bool(url, "disable_server_side_cursors", options.pop("disable_server_side_cursors", "false"))
+        # Parameters are bound on the server (not quoted into the text by the client), and
+        # a statement one connection has run five times is prepared there (parsed and
+        # planned once); never behind such a pooler, where the next transaction may get
+        # another server connection, which has no such statement. ?server_side_binding=false
+        # and ?prepare_threshold=N|none override.
+        options["server_side_binding"] = _url_bool(
+            url, "server_side_binding", options.get("server_side_binding", "true")
+        )
         options["prepare_threshold"] = _url_threshold(url, options.pop("prepare_threshold", None), pooled=pooled)
         return {
             "ENGINE": "django.db.backends.postgresql",
@@ -172,8 +177,8 @@ def _url_threshold(url: str, raw: str | None, *, pooled: bool) -> int | None:
     return int(raw)
 
 
-def _url_flag(url: str, raw: str) -> bool:
+def _url_bool(url: str, name: str, raw: str) -> bool:
     value = raw.strip().lower()
     if value not in _TRUE | _FALSE:
-        raise ImproperlyConfigured(f"DATABASE_URL {url!r}: disable_server_side_cursors={raw!r} is not a boolean")
+        raise ImproperlyConfigured(f"DATABASE_URL {url!r}: {name}={raw!r} is not a boolean")
     return value in _TRUE

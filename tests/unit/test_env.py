@@ -86,7 +86,7 @@ def test_it_turns_a_postgres_url_into_a_database_entry(tmp_path):
     assert db["ENGINE"] == "django.db.backends.postgresql"
     assert (db["NAME"], db["USER"], db["PASSWORD"]) == ("tiffin_prod", "tiffin", "p@ss/word")
     assert (db["HOST"], db["PORT"]) == ("db.internal", "6543")
-    assert db["OPTIONS"] == {"sslmode": "require", "prepare_threshold": 5}
+    assert db["OPTIONS"] == {"sslmode": "require", "server_side_binding": True, "prepare_threshold": 5}
 
 
 def test_it_accepts_postgresql_and_a_url_without_port_or_password(tmp_path):
