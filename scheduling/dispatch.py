@@ -4,8 +4,9 @@ A pass (``tick_pass``):
 
 1. registers the declared jobs (idempotent upsert) and reads their stored state;
 2. for every cron job, computes the logical ticks due since its last claimed tick
-   (never "now minus an interval"), applies the misfire policy and claims each tick
-   with INSERT ... ON CONFLICT DO NOTHING; only the winner enqueues, in the same
+   (never "now minus an interval") and applies the misfire policy; then claims every
+   job's ticks with INSERT ... ON CONFLICT DO NOTHING, all in one transaction (job by
+   job if it fails: ``cron_ticks_claim``); only the winner enqueues, in the same
    transaction;
 3. abandons running runs that stopped showing signs of life;
 4. enqueues due delayed runs and due retries, taken with FOR UPDATE SKIP LOCKED;
@@ -15,6 +16,8 @@ A pass (``tick_pass``):
 from __future__ import annotations
 
 import itertools
+import logging
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,6 +34,8 @@ from scheduling.queue import enqueue_runs
 from scheduling.registry import Job, registry
 from scheduling.schedules import schedules_ensure
 from scheduling.transitions import runs_fail
+
+logger = logging.getLogger("scheduling.dispatch")
 
 
 @dataclass(frozen=True)
@@ -63,18 +68,40 @@ def tick_pass(*, now: datetime) -> TickReport:
     """One pass of the scheduler at ``now`` (see the module doc for the steps)."""
     schedules = schedules_ensure(now=now)
     report = TickReport(now=now)
-    cron_jobs = registry.cron_jobs()
-    cursors = cron_job_cursors(job_names=[job.name for job in cron_jobs])
-    for job in cron_jobs:
-        claimed, more = cron_job_claim_due(job=job, schedule=schedules[job.name], now=now, cursor=cursors[job.name])
-        report.claimed += claimed
-        report.more_due = report.more_due or more
+    plans, report.more_due = cron_jobs_plan(schedules=schedules, now=now)
+    report.claimed = cron_ticks_claim(plans=plans, now=now)
     report.abandoned, report.dead = runs_abandon_silent(now=now)
     paused = {name for name, schedule in schedules.items() if schedule.paused}
     report.enqueued_due, more_due = runs_enqueue_due(now=now, paused=paused)
     report.more_due = report.more_due or more_due
     report.requeued = runs_requeue_stale(now=now)
     return report
+
+
+@dataclass(frozen=True)
+class CronPlan:
+    """The due ticks of one cron job in this pass, each with its misfire decision."""
+
+    job: Job
+    ticks: list[PlannedTick]
+
+
+def cron_jobs_plan(*, schedules: dict[str, Schedule], now: datetime) -> tuple[list[CronPlan], bool]:
+    """Every cron job's due ticks after its cursor, with their misfire decisions (only the
+    jobs with any); and whether a job has more due ticks than one pass takes (after a
+    long outage: the loop comes back at once for the rest)."""
+    cron_jobs = registry.cron_jobs()
+    cursors = cron_job_cursors(job_names=[job.name for job in cron_jobs])
+    limit = settings.SCHEDULER_MAX_TICKS_PER_PASS
+    plans, more = [], False
+    for job in cron_jobs:
+        schedule = schedules[job.name]
+        ticks = cron_job_due_ticks(job=job, schedule=schedule, now=now, cursor=cursors[job.name])
+        if ticks:
+            planned = misfire_plan(job=job, ticks=ticks, now=now, paused=schedule.paused, limit=limit)
+            plans.append(CronPlan(job, planned))
+            more = more or len(ticks) > limit
+    return plans, more
 
 
 def cron_job_cursors(*, job_names: list[str]) -> dict[str, datetime | None]:
@@ -104,22 +131,70 @@ def cron_job_due_ticks(*, job: Job, schedule: Schedule, now: datetime, cursor: d
     return cron.ticks_between(job.cron, job.timezone, max(bounds), now)
 
 
-def cron_job_claim_due(
-    *, job: Job, schedule: Schedule, now: datetime, cursor: datetime | None
-) -> tuple[list[ClaimedTick], bool]:
-    """Claim the due ticks of one cron job after ``cursor`` (read at the start of the pass:
-    another server's claim since then only makes a planned tick lose ON CONFLICT);
-    return the ones this server won, and whether more due ticks are left for the next
-    pass (after a long outage)."""
-    ticks = cron_job_due_ticks(job=job, schedule=schedule, now=now, cursor=cursor)
-    if not ticks:
-        return [], False
-    limit = settings.SCHEDULER_MAX_TICKS_PER_PASS
-    plan = misfire_plan(job=job, ticks=ticks, now=now, paused=schedule.paused, limit=limit)
-    with transaction.atomic():
-        won = runs_claim(job=job, plan=plan, trigger=Trigger.CRON, now=now)
-    claimed = [ClaimedTick(job.name, run.scheduled_for, run.status, run.skip_reason) for run in won]
-    return claimed, len(ticks) > limit
+def cron_ticks_claim(*, plans: list[CronPlan], now: datetime) -> list[ClaimedTick]:
+    """Claim the planned ticks of every job (planned after cursors read at the start of
+    the pass: another server's claim since then only makes a tick lose ON CONFLICT);
+    return the ones this server won.
+
+    1. All the jobs' claims, with their events and the winners' tasks, in one
+       transaction (``cron_plans_claim``): one claim statement per CLAIM_CHUNK ticks
+       instead of a transaction and a statement per job.
+    2. If it fails, none of it is kept: claims, events and tasks roll back together and
+       no cursor moved, so the next pass plans the same ticks again. The jobs are then
+       claimed one transaction each, so a job whose claim or enqueue keeps failing
+       costs only its own ticks, never another job's; its error is raised once the
+       others are committed, so the failure is never silent.
+    """
+    try:
+        with transaction.atomic():
+            won = cron_plans_claim(plans=plans, now=now)
+    except Exception:  # any: nothing of the transaction is kept, and each job is retried alone
+        logger.warning("the pass's claims failed together; claiming job by job", exc_info=True)
+        won = _cron_plans_claim_one_by_one(plans=plans, now=now)
+    else:
+        for kind, runs in itertools.groupby(won, key=sql.claim_event_kind):
+            runs_log(list(runs), kind=kind, now=now)
+    return [ClaimedTick(run.job_name, run.scheduled_for, run.status, run.skip_reason) for run in won]
+
+
+def _cron_plans_claim_one_by_one(*, plans: list[CronPlan], now: datetime) -> list[JobRun]:
+    won: list[JobRun] = []
+    error: Exception | None = None
+    for plan in plans:
+        try:
+            with transaction.atomic():
+                won += runs_claim(job=plan.job, plan=plan.ticks, trigger=Trigger.CRON, now=now)
+        except Exception as job_error:  # raised below, once the other jobs are committed
+            error = error or job_error
+    if error is not None:
+        raise error
+    return won
+
+
+# Claim rows per statement: 14 parameters each, far under PostgreSQL's 65,535 and SQLite's 32,766.
+CLAIM_CHUNK = 1000
+
+
+def cron_plans_claim(*, plans: list[CronPlan], now: datetime) -> list[JobRun]:
+    """Insert every planned cron tick and enqueue the ones won that should run, one task
+    per run as ``runs_claim`` does; return the runs won. Call inside a transaction.
+
+    The rows go in claim key order (job_name, subject, scheduled_for), so two servers'
+    passes wait for each other's keys in the same order and cannot deadlock.
+    """
+    rows = [_claim_row(plan.job.name, "", planned, Trigger.CRON, now) for plan in plans for planned in plan.ticks]
+    rows.sort(key=lambda row: (row.job_name, row.scheduled_for))
+    won: list[JobRun] = []
+    for start in range(0, len(rows), CLAIM_CHUNK):
+        won += sql.claim_runs(rows[start : start + CLAIM_CHUNK])
+    won.sort(key=lambda run: (run.job_name, run.scheduled_for))
+    won_per_job = Counter(run.job_name for run in won)
+    for plan in plans:
+        metrics.claims_count(job_name=plan.job.name, won=won_per_job[plan.job.name], attempted=len(plan.ticks))
+    for run in won:
+        if run.status == RunStatus.ENQUEUED:
+            enqueue_runs(job_name=run.job_name, run_ids=[run.id])
+    return won
 
 
 def runs_claim(

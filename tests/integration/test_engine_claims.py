@@ -5,13 +5,15 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from unittest import mock
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
-from scheduling import services
+from scheduling import dispatch, services
 from scheduling.dispatch import tick_pass
-from scheduling.models import JobRun, RunStatus, Schedule, Trigger
+from scheduling.models import JobRun, JobRunEvent, RunStatus, Schedule, Trigger
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
 from tests.engine import T0, make_job, queued_tasks
@@ -115,3 +117,38 @@ def test_eight_concurrent_tick_passes_over_200_ticks_produce_exactly_200_runs():
     assert JobRun.objects.filter(job_name="every-other-minute").count() == 100
     assert sum(len(r.claimed) for r in reports) == 300
     assert len(queued_tasks()) == 300
+
+
+@pytest.mark.django_db
+def test_a_pass_claims_every_jobs_due_ticks_in_one_statement():
+    jobs = [make_job(f"job-{i}", cron="*/10 * * * *") for i in range(5)]
+    with registry.replaced(*jobs):
+        schedules_register(now=T0)
+        with CaptureQueriesContext(connection) as queries:
+            report = tick_pass(now=T0 + timedelta(minutes=25))
+    claims = [q for q in queries.captured_queries if "INSERT INTO job_runs" in q["sql"]]
+    assert len(report.claimed) == 10
+    assert len(claims) == 1
+    assert JobRunEvent.objects.filter(kind="claimed").count() == 10
+    assert len(queued_tasks()) == 10
+
+
+@pytest.mark.django_db
+def test_a_job_whose_enqueue_fails_costs_only_its_own_ticks():
+    jobs = [make_job("before", cron="*/10 * * * *"), make_job("broken"), make_job("after")]
+    real_enqueue = dispatch.enqueue_runs
+
+    def enqueue(*, job_name, run_ids):
+        if job_name == "broken":
+            raise RuntimeError("the queue refused the task")
+        real_enqueue(job_name=job_name, run_ids=run_ids)
+
+    with registry.replaced(*jobs):
+        schedules_register(now=T0)
+        with mock.patch.object(dispatch, "enqueue_runs", enqueue), pytest.raises(RuntimeError, match="refused"):
+            tick_pass(now=T0 + timedelta(minutes=10))
+        claimed = sorted(JobRun.objects.values_list("job_name", flat=True))
+        tasks = sorted(task["group"] for task in queued_tasks())
+        retried = tick_pass(now=T0 + timedelta(minutes=11))
+    assert claimed == tasks == ["after", "before"]
+    assert [(c.job_name, c.scheduled_for) for c in retried.claimed] == [("broken", T0 + timedelta(minutes=10))]
