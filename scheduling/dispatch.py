@@ -30,7 +30,7 @@ from scheduling import cron, metrics, sql
 from scheduling.events import runs_log, runs_record
 from scheduling.models import DUE_STATUSES, JobRun, RunStatus, Schedule, Trigger
 from scheduling.policies import PlannedTick, misfire_plan
-from scheduling.queue import enqueue_runs
+from scheduling.queue import enqueue_runs, enqueue_runs_many
 from scheduling.registry import Job, registry
 from scheduling.schedules import schedules_ensure
 from scheduling.transitions import runs_fail
@@ -191,9 +191,7 @@ def cron_plans_claim(*, plans: list[CronPlan], now: datetime) -> list[JobRun]:
     won_per_job = Counter(run.job_name for run in won)
     for plan in plans:
         metrics.claims_count(job_name=plan.job.name, won=won_per_job[plan.job.name], attempted=len(plan.ticks))
-    for run in won:
-        if run.status == RunStatus.ENQUEUED:
-            enqueue_runs(job_name=run.job_name, run_ids=[run.id])
+    enqueue_runs_many(tasks=[(run.job_name, [run.id]) for run in won if run.status == RunStatus.ENQUEUED])
     return won
 
 
@@ -319,12 +317,14 @@ def runs_enqueue_due(*, now: datetime, paused: set[str]) -> tuple[int, bool]:
 
 
 def _enqueue_by_job(runs: list[JobRun]) -> None:
-    """One task per job and batch_size runs (a delayed job's batch handler takes many)."""
+    """One task per job and batch_size runs (a delayed job's batch handler takes many),
+    all stored with one statement."""
+    tasks: list[tuple[str, list[int]]] = []
     for job_name, group in itertools.groupby(sorted(runs, key=lambda r: r.job_name), key=lambda r: r.job_name):
-        job = registry.get(job_name)
+        size = registry.get(job_name).batch_size
         run_ids = [run.id for run in group]
-        for start in range(0, len(run_ids), job.batch_size):
-            enqueue_runs(job_name=job.name, run_ids=run_ids[start : start + job.batch_size])
+        tasks += [(job_name, run_ids[start : start + size]) for start in range(0, len(run_ids), size)]
+    enqueue_runs_many(tasks=tasks)
 
 
 def runs_requeue_stale(*, now: datetime) -> int:

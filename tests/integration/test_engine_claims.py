@@ -10,8 +10,11 @@ from unittest import mock
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django_q.brokers import get_broker
+from django_q.models import OrmQ
+from django_q.tasks import async_task
 
-from scheduling import dispatch, services
+from scheduling import queue, services
 from scheduling.dispatch import tick_pass
 from scheduling.models import JobRun, JobRunEvent, RunStatus, Schedule, Trigger
 from scheduling.registry import registry
@@ -136,19 +139,33 @@ def test_a_pass_claims_every_jobs_due_ticks_in_one_statement():
 @pytest.mark.django_db
 def test_a_job_whose_enqueue_fails_costs_only_its_own_ticks():
     jobs = [make_job("before", cron="*/10 * * * *"), make_job("broken"), make_job("after")]
-    real_enqueue = dispatch.enqueue_runs
+    real_package = queue._package
 
-    def enqueue(*, job_name, run_ids):
+    def package(job_name, run_ids):
         if job_name == "broken":
             raise RuntimeError("the queue refused the task")
-        real_enqueue(job_name=job_name, run_ids=run_ids)
+        return real_package(job_name, run_ids)
 
     with registry.replaced(*jobs):
         schedules_register(now=T0)
-        with mock.patch.object(dispatch, "enqueue_runs", enqueue), pytest.raises(RuntimeError, match="refused"):
+        with mock.patch.object(queue, "_package", package), pytest.raises(RuntimeError, match="refused"):
             tick_pass(now=T0 + timedelta(minutes=10))
         claimed = sorted(JobRun.objects.values_list("job_name", flat=True))
         tasks = sorted(task["group"] for task in queued_tasks())
         retried = tick_pass(now=T0 + timedelta(minutes=11))
     assert claimed == tasks == ["after", "before"]
     assert [(c.job_name, c.scheduled_for) for c in retried.claimed] == [("broken", T0 + timedelta(minutes=10))]
+
+
+@pytest.mark.django_db
+def test_a_task_enqueued_in_a_batch_is_the_task_async_task_stores():
+    with registry.replaced(make_job("reports")):
+        async_task(queue.EXECUTE_TASK, [7, 8], task_name="reports:7", group="reports")
+        queue.enqueue_runs_many(tasks=[("reports", [7, 8])])
+    by_django_q, batched = queued_tasks()
+    assert by_django_q.keys() == batched.keys()
+    assert {k: v for k, v in by_django_q.items() if k not in ("id", "started")} == {
+        k: v for k, v in batched.items() if k not in ("id", "started")
+    }
+    assert len(batched["id"]) == len(by_django_q["id"]) == 32
+    assert list(OrmQ.objects.values_list("key", flat=True).distinct()) == [get_broker().list_key]
