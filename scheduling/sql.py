@@ -16,7 +16,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, models
 
-from scheduling.models import FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
+from scheduling.models import DUE_STATUSES, FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
 from tiffin.db import adapt, execute, fetch, id_in
 
 # Namespace for the two-key advisory locks, so they never collide with another app's.
@@ -140,6 +140,59 @@ def fence_advance(resource: str, token: int, now: datetime) -> bool:
         [resource, token, now],
     )
     return bool(rows)
+
+
+# --- The run queries of a pass (scheduling.dispatch) -------------------------------------
+
+
+@dataclass(frozen=True)
+class PassWork:
+    """What a pass's run queries would find, read without locks."""
+
+    long_running_jobs: frozenset[str]  # jobs with a run running since before the cutoff
+    due: bool  # a due delayed run or retry of an active job
+    stale: bool  # a run of a declared job enqueued since before the cutoff
+
+
+def pass_work_find(
+    *,
+    started_before: datetime,
+    due_by: datetime,
+    active: Sequence[str],
+    enqueued_before: datetime,
+    declared: Sequence[str],
+) -> PassWork:
+    """Whether a pass has silent, due or stale runs to take, in one statement, so a pass
+    with none of them (nearly every pass) opens none of their locking transactions:
+
+    1. the jobs with a running run started before ``started_before`` (partial index
+       job_run_live (job_name, status));
+    2. whether a run of an ``active`` job is due by ``due_by`` (partial index job_run_due (due_at));
+    3. whether a run of a ``declared`` job is enqueued since before ``enqueued_before``
+       (job_run_live).
+    """
+    due_jobs, due_params = _names_in("job_name", active)
+    stale_jobs, stale_params = _names_in("job_name", declared)
+    due_statuses = ", ".join(f"'{status}'" for status in DUE_STATUSES)
+    rows = fetch(
+        "SELECT DISTINCT 'running', job_name FROM job_runs WHERE status = 'running' AND started_at < %s"
+        " UNION ALL SELECT 'due', '' WHERE EXISTS (SELECT 1 FROM job_runs"
+        f" WHERE status IN ({due_statuses}) AND due_at <= %s AND {due_jobs})"
+        " UNION ALL SELECT 'stale', '' WHERE EXISTS (SELECT 1 FROM job_runs"
+        f" WHERE status = 'enqueued' AND enqueued_at < %s AND {stale_jobs})",
+        [started_before, due_by, *due_params, enqueued_before, *stale_params],
+    )
+    kinds = {kind for kind, _ in rows}
+    running = frozenset(name for kind, name in rows if kind == "running")
+    return PassWork(long_running_jobs=running, due="due" in kinds, stale="stale" in kinds)
+
+
+def _names_in(column: str, names: Sequence[str]) -> tuple[str, list[Any]]:
+    """``column`` is one of ``names``: one array parameter on PostgreSQL (hundreds of
+    declared jobs made as many placeholders to parse), a list on SQLite."""
+    if connection.vendor == "postgresql":
+        return f"{column} = ANY(%s)", [list(names)]
+    return f"{column} IN ({', '.join(['%s'] * len(names))})", list(names)
 
 
 # --- Retention (scheduling.retention) ------------------------------------------------------

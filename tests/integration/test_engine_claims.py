@@ -169,3 +169,14 @@ def test_a_task_enqueued_in_a_batch_is_the_task_async_task_stores():
     }
     assert len(batched["id"]) == len(by_django_q["id"]) == 32
     assert list(OrmQ.objects.values_list("key", flat=True).distinct()) == [get_broker().list_key]
+
+
+@pytest.mark.django_db
+def test_a_pass_with_no_silent_due_or_stale_runs_locks_no_run():
+    with registry.replaced(make_job(cron="*/10 * * * *"), make_job("later", delayed=True)):
+        schedules_register(now=T0)
+        tick_pass(now=T0 + timedelta(minutes=10))
+        with CaptureQueriesContext(connection) as queries:
+            report = tick_pass(now=T0 + timedelta(minutes=11))
+    assert (report.abandoned, report.enqueued_due, report.requeued) == (0, 0, 0)
+    assert not [q for q in queries.captured_queries if "FOR UPDATE" in q["sql"]]
