@@ -25,7 +25,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Min, OuterRef, Subquery
+from django.db.models import Min
 
 from scheduling import cron, metrics, sql
 from scheduling.events import runs_log, runs_record
@@ -128,23 +128,8 @@ def cron_jobs_plan(*, schedules: dict[str, Schedule], now: datetime) -> tuple[li
 
 
 def cron_job_cursors(*, job_names: list[str]) -> dict[str, datetime | None]:
-    """Each job's last claimed cron tick: the newest ``scheduled_for`` of its cron rows.
-
-    One statement for every job: per schedule row a correlated subquery served by the
-    claim key index (job_name, subject, scheduled_for), read backwards to the first cron
-    row: ORDER BY ... DESC LIMIT 1, not MAX(), which PostgreSQL planned as an aggregate
-    over all of the job's ticks (BENCHMARKS.md). Manual and backfill rows do not move it,
-    so a manual run never hides a missed tick.
-    """
-    latest = (
-        JobRun.objects.filter(job_name=OuterRef("job_name"), subject="", trigger=Trigger.CRON)
-        .order_by("-scheduled_for")
-        .values("scheduled_for")[:1]
-    )
-    rows = Schedule.objects.filter(job_name__in=job_names).annotate(cursor=Subquery(latest))
-    cursors: dict[str, datetime | None] = dict.fromkeys(job_names)
-    cursors.update(rows.values_list("job_name", "cursor"))
-    return cursors
+    """Each job's last claimed cron tick, one statement for every job (``sql.cron_cursors``)."""
+    return sql.cron_cursors(job_names)
 
 
 def cron_job_due_ticks(*, job: Job, schedule: Schedule, now: datetime, cursor: datetime | None) -> list[datetime]:

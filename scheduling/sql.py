@@ -142,6 +142,31 @@ def fence_advance(resource: str, token: int, now: datetime) -> bool:
     return bool(rows)
 
 
+def cron_cursors(job_names: Sequence[str]) -> dict[str, datetime | None]:
+    """Each job's last claimed cron tick: the newest ``scheduled_for`` of its cron rows
+    (None for a job without one or without a schedule row).
+
+    Per schedule row a correlated subquery served by the claim key index (job_name,
+    subject, scheduled_for), read backwards to the first cron row: ORDER BY ... DESC
+    LIMIT 1, not MAX(), which PostgreSQL planned as an aggregate over all of the job's
+    ticks (BENCHMARKS.md). Manual and backfill rows do not move it, so a manual run
+    never hides a missed tick. Hand-written because the ORM spent three times as long
+    compiling the same statement on every pass as PostgreSQL spent running it.
+    """
+    names, params = _names_in("s.job_name", job_names)
+    rows = fetch(
+        "SELECT s.job_name, (SELECT r.scheduled_for FROM job_runs AS r WHERE r.job_name = s.job_name"
+        " AND r.subject = '' AND r.trigger = 'cron' ORDER BY r.scheduled_for DESC LIMIT 1)"
+        f" FROM job_schedules AS s WHERE {names}",
+        params,
+    )
+    cursors: dict[str, datetime | None] = dict.fromkeys(job_names)
+    # SQLite returns text: its own converter makes the aware datetime the ORM would.
+    convert = getattr(connection.ops, "convert_datetimefield_value", lambda value, *_: value)
+    cursors.update((name, convert(cursor, None, connection)) for name, cursor in rows)
+    return cursors
+
+
 # --- The run queries of a pass (scheduling.dispatch) -------------------------------------
 
 
