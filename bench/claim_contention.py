@@ -3,8 +3,8 @@
 Eight processes race to claim the same 5,000 cron ticks, all in the same order (as eight
 schedulers waking for the same minute would).
 
-- project: each attempt is what a scheduler pass does for one due tick
-  (``scheduling.dispatch.cron_job_claim_due``): a transaction with ``runs_claim``, i.e.
+- project: each attempt is the claim of one tick in a transaction of its own
+  (``scheduling.dispatch.runs_claim``, as a pass with one due tick makes it), i.e.
   ``INSERT ... ON CONFLICT DO NOTHING RETURNING`` into job_runs, and for the winner the
   read-back, the django-q2 enqueue (a row in the ORM broker) and the ``claimed`` event.
 - reference: the same race with bare psycopg: ``INSERT ... ON CONFLICT DO NOTHING

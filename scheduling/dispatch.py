@@ -4,8 +4,9 @@ A pass (``tick_pass``):
 
 1. registers the declared jobs (idempotent upsert) and reads their stored state;
 2. for every cron job, computes the logical ticks due since its last claimed tick
-   (never "now minus an interval"), applies the misfire policy and claims each tick
-   with INSERT ... ON CONFLICT DO NOTHING; only the winner enqueues, in the same
+   (never "now minus an interval") and applies the misfire policy; then claims every
+   job's ticks with INSERT ... ON CONFLICT DO NOTHING, all in one transaction (job by
+   job if it fails: ``cron_ticks_claim``); only the winner enqueues, in the same
    transaction;
 3. abandons running runs that stopped showing signs of life;
 4. enqueues due delayed runs and due retries, taken with FOR UPDATE SKIP LOCKED;
@@ -15,22 +16,27 @@ A pass (``tick_pass``):
 from __future__ import annotations
 
 import itertools
+import logging
+from collections import Counter
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Min, OuterRef, Subquery
+from django.db.models import Min
 
 from scheduling import cron, metrics, sql
 from scheduling.events import runs_log, runs_record
 from scheduling.models import DUE_STATUSES, JobRun, RunStatus, Schedule, Trigger
 from scheduling.policies import PlannedTick, misfire_plan
-from scheduling.queue import enqueue_runs
+from scheduling.queue import enqueue_runs, enqueue_runs_many
 from scheduling.registry import Job, registry
 from scheduling.schedules import schedules_ensure
 from scheduling.transitions import runs_fail
+
+logger = logging.getLogger("scheduling.dispatch")
 
 
 @dataclass(frozen=True)
@@ -63,38 +69,67 @@ def tick_pass(*, now: datetime) -> TickReport:
     """One pass of the scheduler at ``now`` (see the module doc for the steps)."""
     schedules = schedules_ensure(now=now)
     report = TickReport(now=now)
-    cron_jobs = registry.cron_jobs()
-    cursors = cron_job_cursors(job_names=[job.name for job in cron_jobs])
-    for job in cron_jobs:
-        claimed, more = cron_job_claim_due(job=job, schedule=schedules[job.name], now=now, cursor=cursors[job.name])
-        report.claimed += claimed
-        report.more_due = report.more_due or more
-    report.abandoned, report.dead = runs_abandon_silent(now=now)
+    plans, report.more_due = cron_jobs_plan(schedules=schedules, now=now)
+    report.claimed = cron_ticks_claim(plans=plans, now=now)
     paused = {name for name, schedule in schedules.items() if schedule.paused}
-    report.enqueued_due, more_due = runs_enqueue_due(now=now, paused=paused)
-    report.more_due = report.more_due or more_due
-    report.requeued = runs_requeue_stale(now=now)
+    work = pass_work_find(now=now, paused=paused)
+    if work.long_running_jobs:
+        report.abandoned, report.dead = runs_abandon_silent(now=now, suspects=work.long_running_jobs)
+    if work.due:
+        report.enqueued_due, more_due = runs_enqueue_due(now=now, paused=paused)
+        report.more_due = report.more_due or more_due
+    if work.stale:
+        report.requeued = runs_requeue_stale(now=now)
     return report
 
 
-def cron_job_cursors(*, job_names: list[str]) -> dict[str, datetime | None]:
-    """Each job's last claimed cron tick: the newest ``scheduled_for`` of its cron rows.
-
-    One statement for every job: per schedule row a correlated subquery served by the
-    claim key index (job_name, subject, scheduled_for), read backwards to the first cron
-    row: ORDER BY ... DESC LIMIT 1, not MAX(), which PostgreSQL planned as an aggregate
-    over all of the job's ticks (BENCHMARKS.md). Manual and backfill rows do not move it,
-    so a manual run never hides a missed tick.
-    """
-    latest = (
-        JobRun.objects.filter(job_name=OuterRef("job_name"), subject="", trigger=Trigger.CRON)
-        .order_by("-scheduled_for")
-        .values("scheduled_for")[:1]
+def pass_work_find(*, now: datetime, paused: set[str]) -> sql.PassWork:
+    """Which of the run queries (steps 3 to 5) have anything to take, in one statement
+    without locks. Each step's own query locks and re-checks its rows, so a run that
+    turns silent, due or stale after this read is taken by the next pass, as one
+    arriving just after the step's own query always was. Before, the steps took two
+    locking transactions and three statements on every pass, nearly always for nothing:
+    at 5 cron jobs they were about a third of a pass (bench/profile_scheduler.py)."""
+    jobs = registry.all()
+    shortest_timeout = min((job.timeout_seconds for job in jobs), default=0)
+    return sql.pass_work_find(
+        started_before=now - timedelta(seconds=shortest_timeout),
+        due_by=now,
+        active=[job.name for job in jobs if job.name not in paused],
+        enqueued_before=now - timedelta(seconds=settings.SCHEDULER_REQUEUE_AFTER_SECONDS),
+        declared=[job.name for job in jobs],
     )
-    rows = Schedule.objects.filter(job_name__in=job_names).annotate(cursor=Subquery(latest))
-    cursors: dict[str, datetime | None] = dict.fromkeys(job_names)
-    cursors.update(rows.values_list("job_name", "cursor"))
-    return cursors
+
+
+@dataclass(frozen=True)
+class CronPlan:
+    """The due ticks of one cron job in this pass, each with its misfire decision."""
+
+    job: Job
+    ticks: list[PlannedTick]
+
+
+def cron_jobs_plan(*, schedules: dict[str, Schedule], now: datetime) -> tuple[list[CronPlan], bool]:
+    """Every cron job's due ticks after its cursor, with their misfire decisions (only the
+    jobs with any); and whether a job has more due ticks than one pass takes (after a
+    long outage: the loop comes back at once for the rest)."""
+    cron_jobs = registry.cron_jobs()
+    cursors = cron_job_cursors(job_names=[job.name for job in cron_jobs])
+    limit = settings.SCHEDULER_MAX_TICKS_PER_PASS
+    plans, more = [], False
+    for job in cron_jobs:
+        schedule = schedules[job.name]
+        ticks = cron_job_due_ticks(job=job, schedule=schedule, now=now, cursor=cursors[job.name])
+        if ticks:
+            planned = misfire_plan(job=job, ticks=ticks, now=now, paused=schedule.paused, limit=limit)
+            plans.append(CronPlan(job, planned))
+            more = more or len(ticks) > limit
+    return plans, more
+
+
+def cron_job_cursors(*, job_names: list[str]) -> dict[str, datetime | None]:
+    """Each job's last claimed cron tick, one statement for every job (``sql.cron_cursors``)."""
+    return sql.cron_cursors(job_names)
 
 
 def cron_job_due_ticks(*, job: Job, schedule: Schedule, now: datetime, cursor: datetime | None) -> list[datetime]:
@@ -104,22 +139,68 @@ def cron_job_due_ticks(*, job: Job, schedule: Schedule, now: datetime, cursor: d
     return cron.ticks_between(job.cron, job.timezone, max(bounds), now)
 
 
-def cron_job_claim_due(
-    *, job: Job, schedule: Schedule, now: datetime, cursor: datetime | None
-) -> tuple[list[ClaimedTick], bool]:
-    """Claim the due ticks of one cron job after ``cursor`` (read at the start of the pass:
-    another server's claim since then only makes a planned tick lose ON CONFLICT);
-    return the ones this server won, and whether more due ticks are left for the next
-    pass (after a long outage)."""
-    ticks = cron_job_due_ticks(job=job, schedule=schedule, now=now, cursor=cursor)
-    if not ticks:
-        return [], False
-    limit = settings.SCHEDULER_MAX_TICKS_PER_PASS
-    plan = misfire_plan(job=job, ticks=ticks, now=now, paused=schedule.paused, limit=limit)
-    with transaction.atomic():
-        won = runs_claim(job=job, plan=plan, trigger=Trigger.CRON, now=now)
-    claimed = [ClaimedTick(job.name, run.scheduled_for, run.status, run.skip_reason) for run in won]
-    return claimed, len(ticks) > limit
+def cron_ticks_claim(*, plans: list[CronPlan], now: datetime) -> list[ClaimedTick]:
+    """Claim the planned ticks of every job (planned after cursors read at the start of
+    the pass: another server's claim since then only makes a tick lose ON CONFLICT);
+    return the ones this server won.
+
+    1. All the jobs' claims, with their events and the winners' tasks, in one
+       transaction (``cron_plans_claim``): one claim statement per CLAIM_CHUNK ticks
+       instead of a transaction and a statement per job.
+    2. If it fails, none of it is kept: claims, events and tasks roll back together and
+       no cursor moved, so the next pass plans the same ticks again. The jobs are then
+       claimed one transaction each, so a job whose claim or enqueue keeps failing
+       costs only its own ticks, never another job's; its error is raised once the
+       others are committed, so the failure is never silent.
+    """
+    try:
+        with transaction.atomic():
+            won = cron_plans_claim(plans=plans, now=now)
+    except Exception:  # any: nothing of the transaction is kept, and each job is retried alone
+        logger.warning("the pass's claims failed together; claiming job by job", exc_info=True)
+        won = _cron_plans_claim_one_by_one(plans=plans, now=now)
+    else:
+        for kind, runs in itertools.groupby(won, key=sql.claim_event_kind):
+            runs_log(list(runs), kind=kind, now=now)
+    return [ClaimedTick(run.job_name, run.scheduled_for, run.status, run.skip_reason) for run in won]
+
+
+def _cron_plans_claim_one_by_one(*, plans: list[CronPlan], now: datetime) -> list[JobRun]:
+    won: list[JobRun] = []
+    error: Exception | None = None
+    for plan in plans:
+        try:
+            with transaction.atomic():
+                won += runs_claim(job=plan.job, plan=plan.ticks, trigger=Trigger.CRON, now=now)
+        except Exception as job_error:  # raised below, once the other jobs are committed
+            error = error or job_error
+    if error is not None:
+        raise error
+    return won
+
+
+# Claim rows per statement: 14 parameters each, far under PostgreSQL's 65,535 and SQLite's 32,766.
+CLAIM_CHUNK = 1000
+
+
+def cron_plans_claim(*, plans: list[CronPlan], now: datetime) -> list[JobRun]:
+    """Insert every planned cron tick and enqueue the ones won that should run, one task
+    per run as ``runs_claim`` does; return the runs won. Call inside a transaction.
+
+    The rows go in claim key order (job_name, subject, scheduled_for), so two servers'
+    passes wait for each other's keys in the same order and cannot deadlock.
+    """
+    rows = [_claim_row(plan.job.name, "", planned, Trigger.CRON, now) for plan in plans for planned in plan.ticks]
+    rows.sort(key=lambda row: (row.job_name, row.scheduled_for))
+    won: list[JobRun] = []
+    for start in range(0, len(rows), CLAIM_CHUNK):
+        won += sql.claim_runs(rows[start : start + CLAIM_CHUNK])
+    won.sort(key=lambda run: (run.job_name, run.scheduled_for))
+    won_per_job = Counter(run.job_name for run in won)
+    for plan in plans:
+        metrics.claims_count(job_name=plan.job.name, won=won_per_job[plan.job.name], attempted=len(plan.ticks))
+    enqueue_runs_many(tasks=[(run.job_name, [run.id]) for run in won if run.status == RunStatus.ENQUEUED])
+    return won
 
 
 def runs_claim(
@@ -165,15 +246,17 @@ def _claim_row(
     )
 
 
-def runs_abandon_silent(*, now: datetime) -> tuple[int, int]:
+def runs_abandon_silent(*, now: datetime, suspects: Collection[str] | None = None) -> tuple[int, int]:
     """Mark running runs with no sign of life for longer than their job's timeout.
 
     An abandoned run counts as a failed attempt: it is retried after backoff (a new
     start takes a new fence, so the lost worker can no longer write) or, out of
-    attempts, it is dead. Returns (abandoned, dead).
+    attempts, it is dead. ``suspects``: the jobs that may have one (read by the caller),
+    else ``_jobs_with_long_runs``. Returns (abandoned, dead).
     """
     abandoned = dead = 0
-    suspects = _jobs_with_long_runs(now=now)
+    if suspects is None:
+        suspects = _jobs_with_long_runs(now=now)
     for job in registry.all():
         if job.name not in suspects:
             continue
@@ -244,12 +327,14 @@ def runs_enqueue_due(*, now: datetime, paused: set[str]) -> tuple[int, bool]:
 
 
 def _enqueue_by_job(runs: list[JobRun]) -> None:
-    """One task per job and batch_size runs (a delayed job's batch handler takes many)."""
+    """One task per job and batch_size runs (a delayed job's batch handler takes many),
+    all stored with one statement."""
+    tasks: list[tuple[str, list[int]]] = []
     for job_name, group in itertools.groupby(sorted(runs, key=lambda r: r.job_name), key=lambda r: r.job_name):
-        job = registry.get(job_name)
+        size = registry.get(job_name).batch_size
         run_ids = [run.id for run in group]
-        for start in range(0, len(run_ids), job.batch_size):
-            enqueue_runs(job_name=job.name, run_ids=run_ids[start : start + job.batch_size])
+        tasks += [(job_name, run_ids[start : start + size]) for start in range(0, len(run_ids), size)]
+    enqueue_runs_many(tasks=tasks)
 
 
 def runs_requeue_stale(*, now: datetime) -> int:

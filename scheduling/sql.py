@@ -18,7 +18,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, models
 
-from scheduling.models import FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
+from scheduling.models import DUE_STATUSES, FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
 from tiffin.db import execute, fetch, id_in
 
 # Namespace for the two-key advisory locks, so they never collide with another app's.
@@ -190,6 +190,76 @@ def fence_advance(resource: str, token: int, now: datetime) -> bool:
         [resource, token, now],
     )
     return bool(rows)
+
+
+def cron_cursors(job_names: Sequence[str]) -> dict[str, datetime | None]:
+    """Each job's last claimed cron tick: the newest ``scheduled_for`` of its cron rows
+    (None for a job without one or without a schedule row).
+
+    Per schedule row a correlated subquery served by the claim key index (job_name,
+    subject, scheduled_for), read backwards to the first cron row: ORDER BY ... DESC
+    LIMIT 1, not MAX(), which PostgreSQL planned as an aggregate over all of the job's
+    ticks (BENCHMARKS.md). Manual and backfill rows do not move it, so a manual run
+    never hides a missed tick. Hand-written because the ORM spent three times as long
+    compiling the same statement on every pass as PostgreSQL spent running it.
+    """
+    names, params = id_in("s.job_name", job_names)
+    rows = fetch(
+        "SELECT s.job_name, (SELECT r.scheduled_for FROM job_runs AS r WHERE r.job_name = s.job_name"
+        " AND r.subject = '' AND r.trigger = 'cron' ORDER BY r.scheduled_for DESC LIMIT 1)"
+        f" FROM job_schedules AS s WHERE {names}",
+        params,
+    )
+    cursors: dict[str, datetime | None] = dict.fromkeys(job_names)
+    # SQLite returns text: its own converter makes the aware datetime the ORM would.
+    convert = getattr(connection.ops, "convert_datetimefield_value", lambda value, *_: value)
+    cursors.update((name, convert(cursor, None, connection)) for name, cursor in rows)
+    return cursors
+
+
+# --- The run queries of a pass (scheduling.dispatch) -------------------------------------
+
+
+@dataclass(frozen=True)
+class PassWork:
+    """What a pass's run queries would find, read without locks."""
+
+    long_running_jobs: frozenset[str]  # jobs with a run running since before the cutoff
+    due: bool  # a due delayed run or retry of an active job
+    stale: bool  # a run of a declared job enqueued since before the cutoff
+
+
+def pass_work_find(
+    *,
+    started_before: datetime,
+    due_by: datetime,
+    active: Sequence[str],
+    enqueued_before: datetime,
+    declared: Sequence[str],
+) -> PassWork:
+    """Whether a pass has silent, due or stale runs to take, in one statement, so a pass
+    with none of them (nearly every pass) opens none of their locking transactions:
+
+    1. the jobs with a running run started before ``started_before`` (partial index
+       job_run_live (job_name, status));
+    2. whether a run of an ``active`` job is due by ``due_by`` (partial index job_run_due (due_at));
+    3. whether a run of a ``declared`` job is enqueued since before ``enqueued_before``
+       (job_run_live).
+    """
+    due_jobs, due_params = id_in("job_name", active)
+    stale_jobs, stale_params = id_in("job_name", declared)
+    due_statuses = ", ".join(f"'{status}'" for status in DUE_STATUSES)
+    rows = fetch(
+        "SELECT DISTINCT 'running', job_name FROM job_runs WHERE status = 'running' AND started_at < %s"
+        " UNION ALL SELECT 'due', '' WHERE EXISTS (SELECT 1 FROM job_runs"
+        f" WHERE status IN ({due_statuses}) AND due_at <= %s AND {due_jobs})"
+        " UNION ALL SELECT 'stale', '' WHERE EXISTS (SELECT 1 FROM job_runs"
+        f" WHERE status = 'enqueued' AND enqueued_at < %s AND {stale_jobs})",
+        [started_before, due_by, *due_params, enqueued_before, *stale_params],
+    )
+    kinds = {kind for kind, _ in rows}
+    running = frozenset(name for kind, name in rows if kind == "running")
+    return PassWork(long_running_jobs=running, due="due" in kinds, stale="stale" in kinds)
 
 
 # --- Retention (scheduling.retention) ------------------------------------------------------

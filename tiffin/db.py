@@ -39,9 +39,9 @@ def execute(sql: str, params: Params = ()) -> int:
         return max(int(cursor.rowcount), 0)
 
 
-def id_in(column: str, ids: Sequence[int]) -> tuple[str, list[Any]]:
-    """``column`` is one of ``ids``: one array parameter on PostgreSQL, a list on SQLite
-    (it has no arrays). A batch passes thousands of ids; as as many placeholders,
+def id_in(column: str, ids: Sequence[Any]) -> tuple[str, list[Any]]:
+    """``column`` is one of ``ids`` (ids or names): one array parameter on PostgreSQL, a
+    list on SQLite (it has no arrays). A batch passes thousands of ids; as as many placeholders,
     PostgreSQL spent about twice as long parsing and planning a delete as running it."""
     if connection.vendor == "postgresql":
         return f"{column} = ANY(%s)", [list(ids)]

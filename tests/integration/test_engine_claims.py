@@ -5,13 +5,18 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from unittest import mock
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django_q.brokers import get_broker
+from django_q.models import OrmQ
+from django_q.tasks import async_task
 
-from scheduling import services
+from scheduling import queue, services
 from scheduling.dispatch import tick_pass
-from scheduling.models import JobRun, RunStatus, Schedule, Trigger
+from scheduling.models import JobRun, JobRunEvent, RunStatus, Schedule, Trigger
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
 from tests.engine import T0, make_job, queued_tasks
@@ -115,3 +120,63 @@ def test_eight_concurrent_tick_passes_over_200_ticks_produce_exactly_200_runs():
     assert JobRun.objects.filter(job_name="every-other-minute").count() == 100
     assert sum(len(r.claimed) for r in reports) == 300
     assert len(queued_tasks()) == 300
+
+
+@pytest.mark.django_db
+def test_a_pass_claims_every_jobs_due_ticks_in_one_statement():
+    jobs = [make_job(f"job-{i}", cron="*/10 * * * *") for i in range(5)]
+    with registry.replaced(*jobs):
+        schedules_register(now=T0)
+        with CaptureQueriesContext(connection) as queries:
+            report = tick_pass(now=T0 + timedelta(minutes=25))
+    claims = [q for q in queries.captured_queries if "INSERT INTO job_runs" in q["sql"]]
+    assert len(report.claimed) == 10
+    assert len(claims) == 1
+    assert JobRunEvent.objects.filter(kind="claimed").count() == 10
+    assert len(queued_tasks()) == 10
+
+
+@pytest.mark.django_db
+def test_a_job_whose_enqueue_fails_costs_only_its_own_ticks():
+    jobs = [make_job("before", cron="*/10 * * * *"), make_job("broken"), make_job("after")]
+    real_package = queue._package
+
+    def package(job_name, run_ids):
+        if job_name == "broken":
+            raise RuntimeError("the queue refused the task")
+        return real_package(job_name, run_ids)
+
+    with registry.replaced(*jobs):
+        schedules_register(now=T0)
+        with mock.patch.object(queue, "_package", package), pytest.raises(RuntimeError, match="refused"):
+            tick_pass(now=T0 + timedelta(minutes=10))
+        claimed = sorted(JobRun.objects.values_list("job_name", flat=True))
+        tasks = sorted(task["group"] for task in queued_tasks())
+        retried = tick_pass(now=T0 + timedelta(minutes=11))
+    assert claimed == tasks == ["after", "before"]
+    assert [(c.job_name, c.scheduled_for) for c in retried.claimed] == [("broken", T0 + timedelta(minutes=10))]
+
+
+@pytest.mark.django_db
+def test_a_task_enqueued_in_a_batch_is_the_task_async_task_stores():
+    with registry.replaced(make_job("reports")):
+        async_task(queue.EXECUTE_TASK, [7, 8], task_name="reports:7", group="reports")
+        queue.enqueue_runs_many(tasks=[("reports", [7, 8])])
+    by_django_q, batched = queued_tasks()
+    assert by_django_q.keys() == batched.keys()
+    assert {k: v for k, v in by_django_q.items() if k not in ("id", "started")} == {
+        k: v for k, v in batched.items() if k not in ("id", "started")
+    }
+    assert len(batched["id"]) == len(by_django_q["id"]) == 32
+    assert list(OrmQ.objects.values_list("key", flat=True).distinct()) == [get_broker().list_key]
+
+
+@pytest.mark.django_db
+def test_a_pass_with_no_silent_due_or_stale_runs_locks_no_run():
+    with registry.replaced(make_job(cron="*/10 * * * *"), make_job("later", delayed=True)):
+        schedules_register(now=T0)
+        tick_pass(now=T0 + timedelta(minutes=10))
+        with CaptureQueriesContext(connection) as queries:
+            report = tick_pass(now=T0 + timedelta(minutes=11))
+    assert (report.abandoned, report.enqueued_due, report.requeued) == (0, 0, 0)
+    assert not [q for q in queries.captured_queries if "FOR UPDATE" in q["sql"]]
