@@ -41,7 +41,7 @@ def measured(name: str, orders: int, top: int, work: Callable[[], object]) -> No
         statements[sql.split(None, 1)[0].upper()] += 1
         return execute(sql, params, many, context)
 
-    profile = cProfile.Profile()
+    profile = cProfile.Profile(time.process_time)
     wall, cpu = time.perf_counter(), time.process_time()
     with connection.execute_wrapper(count):
         profile.runcall(work)

@@ -104,7 +104,10 @@ _lock_file: IO[str] | None = None
 
 
 def _after_commit(count: Callable[[], None]) -> None:
-    transaction.on_commit(count)
+    """Count once the transaction commits; not at all with metrics off (nothing serves
+    them, and every order's claim would pay for it)."""
+    if settings.METRICS_ENABLED:
+        transaction.on_commit(count)
 
 
 def claims_count(*, job_name: str, won: int, attempted: int) -> None:
