@@ -192,6 +192,15 @@ def fence_advance(resource: str, token: int, now: datetime) -> bool:
     return bool(rows)
 
 
+# The statement of cron_cursors; {names} restricts the job names (tiffin.db.id_in). The
+# scheduler-pass benchmark's reference reads its cursors with this text too.
+CRON_CURSORS = (
+    "SELECT s.job_name, (SELECT r.scheduled_for FROM job_runs AS r WHERE r.job_name = s.job_name"
+    " AND r.subject = '' AND r.trigger = 'cron' ORDER BY r.scheduled_for DESC LIMIT 1)"
+    " FROM job_schedules AS s WHERE {names}"
+)
+
+
 def cron_cursors(job_names: Sequence[str]) -> dict[str, datetime | None]:
     """Each job's last claimed cron tick: the newest ``scheduled_for`` of its cron rows
     (None for a job without one or without a schedule row).
@@ -204,12 +213,7 @@ def cron_cursors(job_names: Sequence[str]) -> dict[str, datetime | None]:
     compiling the same statement on every pass as PostgreSQL spent running it.
     """
     names, params = id_in("s.job_name", job_names)
-    rows = fetch(
-        "SELECT s.job_name, (SELECT r.scheduled_for FROM job_runs AS r WHERE r.job_name = s.job_name"
-        " AND r.subject = '' AND r.trigger = 'cron' ORDER BY r.scheduled_for DESC LIMIT 1)"
-        f" FROM job_schedules AS s WHERE {names}",
-        params,
-    )
+    rows = fetch(CRON_CURSORS.format(names=names), params)
     cursors: dict[str, datetime | None] = dict.fromkeys(job_names)
     # SQLite returns text: its own converter makes the aware datetime the ORM would.
     convert = getattr(connection.ops, "convert_datetimefield_value", lambda value, *_: value)
