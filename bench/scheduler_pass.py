@@ -10,7 +10,7 @@ simulated minute apart each find one due tick per job, claim it and enqueue its 
   event in one transaction; then the abandon, due-run and requeue queries.
 - reference: the same work by hand with bare psycopg. Per pass it reads every job's cursor
   (its last claimed cron tick) with one statement, the project's own
-  (``scheduling.sql.CRON_CURSORS``, over ``bench_schedules`` and ``bench_claims``), and
+  (``scheduling.sql.SCHEDULE_STATES``, over ``bench_schedules`` and ``bench_claims``), and
   computes each job's due ticks after it with the project's cron code
   (``scheduling.cron.ticks_between``); then per job and tick one transaction of the claim
   (the same INSERT into ``bench_claims``, a copy of job_runs with its unique key and
@@ -75,11 +75,11 @@ REFERENCE_CRON = "* * * * *"
 
 
 def reference_cursors_statement() -> str:
-    """The project's cursor statement (``scheduling.sql.CRON_CURSORS``) over the reference's tables."""
-    from scheduling.sql import CRON_CURSORS
+    """The project's schedules-and-cursors statement (``scheduling.sql.SCHEDULE_STATES``)
+    over the reference's tables."""
+    from scheduling.sql import SCHEDULE_STATES
 
-    statement = CRON_CURSORS.format(names="s.job_name = ANY(%s)")
-    return statement.replace("job_runs", "bench_claims").replace("job_schedules", "bench_schedules")
+    return SCHEDULE_STATES.replace("job_runs", "bench_claims").replace("job_schedules", "bench_schedules")
 
 
 def point(size: int, passes: int) -> Point:
@@ -122,7 +122,7 @@ def project_run(passes: int) -> tuple[float, int]:
 
 def reference_run(url: str, size: int, passes: int) -> float:
     """``passes`` passes a minute apart: 1. every job's cursor, one statement; 2. each job's
-    due ticks after it (or after its first sighting, T0); 3. per tick one transaction of
+    due ticks after it (or after its first sighting); 3. per tick one transaction of
     the claim with its event and, if won, a task row."""
     from scheduling import cron
 
@@ -133,9 +133,10 @@ def reference_run(url: str, size: int, passes: int) -> float:
         started = time.perf_counter()
         for minute in range(1, passes + 1):
             now = T0 + timedelta(minutes=minute)
-            cursors: dict[str, datetime | None] = dict(conn.execute(cursors_statement, [names]).fetchall())
+            # job_name, first_seen_at, ..., cursor: each job's due ticks after its cursor or first sighting.
+            stored = {row[0]: max(row[1], row[-1] or row[1]) for row in conn.execute(cursors_statement)}
             for name in names:
-                for tick in cron.ticks_between(REFERENCE_CRON, "UTC", cursors.get(name) or T0, now):
+                for tick in cron.ticks_between(REFERENCE_CRON, "UTC", stored[name], now):
                     with conn.transaction():
                         won = conn.execute(REFERENCE_CLAIM, [name, tick, tick, now, now]).fetchone()
                         if won:
@@ -187,7 +188,7 @@ def report(args: argparse.Namespace, points: list[Point]) -> Report:
     rep.note("each size in a database of its own; a first, untimed pass registers the jobs")
     rep.note(
         "the reference learns where each job stands as a pass must: one read of every job's cursor "
-        "(scheduling.sql.CRON_CURSORS), its due ticks from scheduling.cron; no tick is handed to it"
+        "(scheduling.sql.SCHEDULE_STATES), its due ticks from scheduling.cron; no tick is handed to it"
     )
     rep.note("measured on a shared 2-core machine (other work running): ratios hold better than absolute times")
     return rep

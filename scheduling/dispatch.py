@@ -2,7 +2,8 @@
 
 A pass (``tick_pass``):
 
-1. registers the declared jobs (idempotent upsert) and reads their stored state;
+1. reads the stored schedules with every cron job's cursor (one statement), registering
+   the declared jobs first (idempotent upsert) if any is missing or changed;
 2. for every cron job, computes the logical ticks due since its last claimed tick
    (never "now minus an interval") and applies the misfire policy; then claims every
    job's ticks with INSERT ... ON CONFLICT DO NOTHING, all in one transaction (job by
@@ -109,17 +110,15 @@ class CronPlan:
     ticks: list[PlannedTick]
 
 
-def cron_jobs_plan(*, schedules: dict[str, Schedule], now: datetime) -> tuple[list[CronPlan], bool]:
-    """Every cron job's due ticks after its cursor, with their misfire decisions (only the
+def cron_jobs_plan(*, schedules: dict[str, sql.ScheduleState], now: datetime) -> tuple[list[CronPlan], bool]:
+    """Every cron job's due ticks after its cursor (read with the schedules), with their misfire decisions (only the
     jobs with any); and whether a job has more due ticks than one pass takes (after a
     long outage: the loop comes back at once for the rest)."""
-    cron_jobs = registry.cron_jobs()
-    cursors = cron_job_cursors(job_names=[job.name for job in cron_jobs])
     limit = settings.SCHEDULER_MAX_TICKS_PER_PASS
     plans, more = [], False
-    for job in cron_jobs:
+    for job in registry.cron_jobs():
         schedule = schedules[job.name]
-        ticks = cron_job_due_ticks(job=job, schedule=schedule, now=now, cursor=cursors[job.name])
+        ticks = cron_job_due_ticks(job=job, schedule=schedule, now=now, cursor=schedule.cursor)
         if ticks:
             planned = misfire_plan(job=job, ticks=ticks, now=now, paused=schedule.paused, limit=limit)
             plans.append(CronPlan(job, planned))
@@ -127,12 +126,9 @@ def cron_jobs_plan(*, schedules: dict[str, Schedule], now: datetime) -> tuple[li
     return plans, more
 
 
-def cron_job_cursors(*, job_names: list[str]) -> dict[str, datetime | None]:
-    """Each job's last claimed cron tick, one statement for every job (``sql.cron_cursors``)."""
-    return sql.cron_cursors(job_names)
-
-
-def cron_job_due_ticks(*, job: Job, schedule: Schedule, now: datetime, cursor: datetime | None) -> list[datetime]:
+def cron_job_due_ticks(
+    *, job: Job, schedule: sql.ScheduleState, now: datetime, cursor: datetime | None
+) -> list[datetime]:
     """Ticks after the cursor (or first sighting), within the bounded look-back, up to now."""
     lookback = now - timedelta(seconds=settings.SCHEDULER_LOOKBACK_SECONDS)
     bounds = [b for b in (cursor, schedule.first_seen_at, lookback) if b is not None]

@@ -192,33 +192,72 @@ def fence_advance(resource: str, token: int, now: datetime) -> bool:
     return bool(rows)
 
 
-# The statement of cron_cursors; {names} restricts the job names (tiffin.db.id_in). The
-# scheduler-pass benchmark's reference reads its cursors with this text too.
-CRON_CURSORS = (
-    "SELECT s.job_name, (SELECT r.scheduled_for FROM job_runs AS r WHERE r.job_name = s.job_name"
+# Each cron job's last claimed cron tick (its cursor): the newest ``scheduled_for`` of its
+# cron rows, a correlated subquery on ``s`` (a job_schedules row).
+CRON_CURSOR = (
+    "(SELECT r.scheduled_for FROM job_runs AS r WHERE r.job_name = s.job_name"
     " AND r.subject = '' AND r.trigger = 'cron' ORDER BY r.scheduled_for DESC LIMIT 1)"
-    " FROM job_schedules AS s WHERE {names}"
+)
+# The columns of job_schedules a registration writes from a declaration (the rest,
+# first_seen_at and paused, are the database's memory), in scheduling.schedules' order.
+SCHEDULE_DECLARED_COLUMNS = (
+    "kind",
+    "cron",
+    "timezone",
+    "overlap",
+    "misfire",
+    "misfire_deadline_seconds",
+    "max_attempts",
+    "backoff_seconds",
+    "timeout_seconds",
+    "heartbeat",
+    "batch_size",
+)
+# The statement of schedule_states. No parameter, so its text never changes and it is
+# prepared once per connection. The scheduler-pass benchmark's reference reads its jobs'
+# cursors with this text too (over its copies of the tables).
+SCHEDULE_STATES = (
+    f"SELECT s.job_name, s.first_seen_at, s.paused, {', '.join('s.' + c for c in SCHEDULE_DECLARED_COLUMNS)},"
+    f" CASE WHEN s.kind = 'cron' THEN {CRON_CURSOR} END FROM job_schedules AS s"
 )
 
 
-def cron_cursors(job_names: Sequence[str]) -> dict[str, datetime | None]:
-    """Each job's last claimed cron tick: the newest ``scheduled_for`` of its cron rows
-    (None for a job without one or without a schedule row).
+@dataclass(frozen=True)
+class ScheduleState:
+    """A stored schedule as a pass needs it: the declaration it was registered with, the
+    database's memory (first sighting, paused) and, for a cron job, its cursor."""
 
-    Per schedule row a correlated subquery served by the claim key index (job_name,
+    job_name: str
+    first_seen_at: datetime
+    paused: bool
+    declared: tuple[Any, ...]  # the SCHEDULE_DECLARED_COLUMNS, in order
+    cursor: datetime | None  # the last claimed cron tick (None: none, or not a cron job)
+
+
+def schedule_states() -> dict[str, ScheduleState]:
+    """Every stored schedule with its cron cursor, in one statement.
+
+    Per cron schedule row a correlated subquery served by the claim key index (job_name,
     subject, scheduled_for), read backwards to the first cron row: ORDER BY ... DESC
     LIMIT 1, not MAX(), which PostgreSQL planned as an aggregate over all of the job's
     ticks (BENCHMARKS.md). Manual and backfill rows do not move it, so a manual run
-    never hides a missed tick. Hand-written because the ORM spent three times as long
-    compiling the same statement on every pass as PostgreSQL spent running it.
+    never hides a missed tick. Hand-written, and read into plain tuples instead of
+    Schedule instances: the ORM spent three times as long compiling the cursor statement
+    on every pass as PostgreSQL spent running it, and a pass read the schedules and the
+    cursors with two statements (bench/profile_scheduler.py).
     """
-    names, params = id_in("s.job_name", job_names)
-    rows = fetch(CRON_CURSORS.format(names=names), params)
-    cursors: dict[str, datetime | None] = dict.fromkeys(job_names)
-    # SQLite returns text: its own converter makes the aware datetime the ORM would.
+    # SQLite returns text and 0/1: its own converter makes the aware datetime the ORM would.
     convert = getattr(connection.ops, "convert_datetimefield_value", lambda value, *_: value)
-    cursors.update((name, convert(cursor, None, connection)) for name, cursor in rows)
-    return cursors
+    states = {}
+    for name, first_seen_at, paused, *declared, cursor in fetch(SCHEDULE_STATES, []):
+        states[name] = ScheduleState(
+            job_name=name,
+            first_seen_at=convert(first_seen_at, None, connection),
+            paused=bool(paused),
+            declared=tuple(declared),
+            cursor=None if cursor is None else convert(cursor, None, connection),
+        )
+    return states
 
 
 # --- The run queries of a pass (scheduling.dispatch) -------------------------------------
@@ -312,7 +351,7 @@ def _prunable(rule: PruneRule) -> tuple[str, list[Any]]:
     """The WHERE clause (on job_runs) of a run the rule may delete, and its parameters.
 
     The newest cron tick of each job is never deleted: it is the scheduler's cursor
-    (dispatch.cron_job_cursors). Its NOT EXISTS probes the claim key index
+    (sql.schedule_states). Its NOT EXISTS probes the claim key index
     (job_name, subject, scheduled_for); each keeping reference probes its foreign key's index.
     """
     names = ", ".join(["%s"] * len(rule.job_names))
