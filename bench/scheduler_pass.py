@@ -5,9 +5,11 @@ in a database of its own. After a first pass registers them, ``--passes`` passes
 simulated minute apart each find one due tick per job, claim it and enqueue its task.
 
 - project: ``scheduling.dispatch.tick_pass`` in this process, timed pass by pass: the
-  registration upsert, per job its cursor, its ticks, the misfire plan, the claim
-  (``INSERT ... ON CONFLICT DO NOTHING RETURNING``) with its django-q2 enqueue and its
-  event in one transaction; then the abandon, due-run and requeue queries.
+  schedules and every cursor read (and the registration upsert if a declaration
+  changed), per job its ticks, the misfire plan, the claim (``INSERT ... ON CONFLICT DO
+  NOTHING RETURNING``) with its django-q2 enqueue and its event in one transaction; the
+  abandon, due-run and requeue probe; and ``next_wakeup``, which the loop runs after
+  every pass (it was not timed before).
 - reference: the same work by hand with bare psycopg. Per pass it reads every job's cursor
   (its last claimed cron tick) with one statement, the project's own
   (``scheduling.sql.SCHEDULE_STATES``, over ``bench_schedules`` and ``bench_claims``), and
@@ -108,13 +110,15 @@ def point(size: int, passes: int) -> Point:
 
 def project_run(passes: int) -> tuple[float, int]:
     """A first pass registers the jobs (untimed); then ``passes`` timed ones, a minute apart."""
-    from scheduling.dispatch import tick_pass
+    from scheduling.dispatch import next_wakeup, tick_pass
 
     tick_pass(now=T0)
     seconds, claimed = 0.0, 0
     for minute in range(1, passes + 1):
         started = time.perf_counter()
         report = tick_pass(now=T0 + timedelta(minutes=minute))
+        # The loop asks when to wake after every pass (scheduling/loop.py): part of a pass's cost.
+        next_wakeup(now=report.now, report=report)
         seconds += time.perf_counter() - started
         claimed += sum(1 for c in report.claimed if c.job_name.startswith(CRON_JOB_PREFIX))
     return seconds, claimed
@@ -141,6 +145,8 @@ def reference_run(url: str, size: int, passes: int) -> float:
                         won = conn.execute(REFERENCE_CLAIM, [name, tick, tick, now, now]).fetchone()
                         if won:
                             conn.execute(REFERENCE_ENQUEUE, [f"task-{won[0]}", f"run {won[0]}"])
+            # When to wake: the next tick of any job (it has no delayed runs to ask for).
+            min(cron.next_ticks(REFERENCE_CRON, "UTC", now, 1)[0] for _ in names)
         return time.perf_counter() - started
 
 
@@ -168,7 +174,7 @@ def report(args: argparse.Namespace, points: list[Point]) -> Report:
         name=NAME,
         title=f"7. scheduler pass: {', '.join(f'{p.size:,}' for p in points)} cron jobs, {args.passes} passes each",
         command="python -m bench.scheduler_pass " + " ".join(sys.argv[1:]),
-        project="tick_pass: register, per job cursor + ticks + claim + django-q2 enqueue + event, then the run queries",
+        project="tick_pass: schedules + cursors, per job ticks + claim + q2 enqueue + event, run probe; next_wakeup",
         reference="bare psycopg: every job's cursor (the project's statement) and due ticks (its cron code), "
         "then per job and tick one transaction of the claim INSERT + its event and a queue row",
     )

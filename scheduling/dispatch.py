@@ -58,6 +58,10 @@ class TickReport:
     requeued: int = 0
     # True when a batch limit was hit: the loop should come back at once.
     more_due: bool = False
+    # The earliest due_at of a waiting delayed run or retry, as the pass's probe read it,
+    # when the pass took none (else unknown: None and first_due_known False).
+    first_due: datetime | None = None
+    first_due_known: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -79,6 +83,8 @@ def tick_pass(*, now: datetime) -> TickReport:
     if work.due:
         report.enqueued_due, more_due = runs_enqueue_due(now=now, paused=paused)
         report.more_due = report.more_due or more_due
+    else:
+        report.first_due, report.first_due_known = work.first_due, True
     if work.stale:
         report.requeued = runs_requeue_stale(now=now)
     return report
@@ -353,9 +359,15 @@ def runs_requeue_stale(*, now: datetime) -> int:
     return len(stale)
 
 
-def next_wakeup(*, now: datetime) -> datetime:
+def next_wakeup(*, now: datetime, report: TickReport | None = None) -> datetime:
     """The next instant a pass has work: the next cron tick of any job or the next due
     run, whichever is first (the loop caps the sleep with SCHEDULER_POLL_SECONDS).
+
+    ``report``: the pass just made at ``now``. If it took no due run, its probe already
+    read the next one (``TickReport.first_due``), so no query is made: a run created
+    since (an order placed during the pass) is seen by the next pass, at the latest
+    after the poll cap, as one created just after this query always was. Before, this
+    query ran after every pass of the loop.
 
     A due run is not worth a pass of its own sooner than SCHEDULER_DUE_WINDOW_SECONDS
     after this one: under a stream of delayed runs (an order placed every few ms, each
@@ -367,11 +379,17 @@ def next_wakeup(*, now: datetime) -> datetime:
     candidates = [now + timedelta(days=1)]
     for job in registry.cron_jobs():
         candidates += cron.next_ticks(job.cron, job.timezone, now, 1)
+    due = report.first_due if report is not None and report.first_due_known else _first_due()
+    if due is not None:
+        candidates.append(max(due, now + timedelta(seconds=settings.SCHEDULER_DUE_WINDOW_SECONDS)))
+    return min(candidates)
+
+
+def _first_due() -> datetime | None:
+    """The earliest due_at of a waiting delayed run or retry of a declared, unpaused job."""
     due: datetime | None = (
         JobRun.objects.filter(status__in=DUE_STATUSES, job_name__in=[job.name for job in registry.all()])
         .exclude(job_name__in=Schedule.objects.filter(paused=True).values("job_name"))
         .aggregate(first=Min("due_at"))["first"]
     )
-    if due is not None:
-        candidates.append(max(due, now + timedelta(seconds=settings.SCHEDULER_DUE_WINDOW_SECONDS)))
-    return min(candidates)
+    return due

@@ -270,6 +270,8 @@ class PassWork:
     long_running_jobs: frozenset[str]  # jobs with a run running since before the cutoff
     due: bool  # a due delayed run or retry of an active job
     stale: bool  # a run of a declared job enqueued since before the cutoff
+    # The earliest due_at of an active job's waiting delayed run or retry (None: none).
+    first_due: datetime | None = None
 
 
 def pass_work_find(
@@ -285,7 +287,10 @@ def pass_work_find(
 
     1. the jobs with a running run started before ``started_before`` (partial index
        job_run_live (job_name, status));
-    2. whether a run of an ``active`` job is due by ``due_by`` (partial index job_run_due (due_at));
+    2. the earliest ``due_at`` of an ``active`` job's waiting run (partial index
+       job_run_due (due_at), read forwards to the first such run), due if at or before
+       ``due_by``; when none is due the loop sleeps to it (``dispatch.next_wakeup``)
+       without asking again;
     3. whether a run of a ``declared`` job is enqueued since before ``enqueued_before``
        (job_run_live).
     """
@@ -293,16 +298,25 @@ def pass_work_find(
     stale_jobs, stale_params = id_in("job_name", declared)
     due_statuses = ", ".join(f"'{status}'" for status in DUE_STATUSES)
     rows = fetch(
-        "SELECT DISTINCT 'running', job_name FROM job_runs WHERE status = 'running' AND started_at < %s"
-        " UNION ALL SELECT 'due', '' WHERE EXISTS (SELECT 1 FROM job_runs"
-        f" WHERE status IN ({due_statuses}) AND due_at <= %s AND {due_jobs})"
-        " UNION ALL SELECT 'stale', '' WHERE EXISTS (SELECT 1 FROM job_runs"
+        # The third column a timestamp in every branch with a row (a bare NULL there is text).
+        "SELECT 'due', '', (SELECT due_at FROM job_runs"
+        f" WHERE status IN ({due_statuses}) AND due_at IS NOT NULL AND {due_jobs} ORDER BY due_at LIMIT 1)"
+        " UNION ALL SELECT 'running', job_name, MIN(started_at) FROM job_runs WHERE status = 'running'"
+        " AND started_at < %s GROUP BY job_name"
+        " UNION ALL SELECT 'stale', '', NULL WHERE EXISTS (SELECT 1 FROM job_runs"
         f" WHERE status = 'enqueued' AND enqueued_at < %s AND {stale_jobs})",
-        [started_before, due_by, *due_params, enqueued_before, *stale_params],
+        [*due_params, started_before, enqueued_before, *stale_params],
     )
-    kinds = {kind for kind, _ in rows}
-    running = frozenset(name for kind, name in rows if kind == "running")
-    return PassWork(long_running_jobs=running, due="due" in kinds, stale="stale" in kinds)
+    running = frozenset(name for kind, name, _ in rows if kind == "running")
+    first_due = next((at for kind, _, at in rows if kind == "due"), None)
+    if first_due is not None:
+        # SQLite returns text: its own converter makes the aware datetime the ORM would.
+        first_due = getattr(connection.ops, "convert_datetimefield_value", lambda value, *_: value)(
+            first_due, None, connection
+        )
+    due = first_due is not None and first_due <= due_by
+    stale = any(kind == "stale" for kind, _, _ in rows)
+    return PassWork(long_running_jobs=running, due=due, stale=stale, first_due=first_due)
 
 
 # --- Retention (scheduling.retention) ------------------------------------------------------
