@@ -5,15 +5,24 @@ in a database of its own. After a first pass registers them, ``--passes`` passes
 simulated minute apart each find one due tick per job, claim it and enqueue its task.
 
 - project: ``scheduling.dispatch.tick_pass`` in this process, timed pass by pass: the
-  registration upsert, per job its cursor, its ticks, the misfire plan, the claim
-  (``INSERT ... ON CONFLICT DO NOTHING RETURNING``) with its django-q2 enqueue and its
-  event in one transaction; then the abandon, due-run and requeue queries.
-- reference: the same claims with bare psycopg, per job and minute one transaction of the
-  claim (the same INSERT into ``bench_claims``, a copy of job_runs with its unique key and
+  schedules and every cursor read (and the registration upsert if a declaration
+  changed), per job its ticks, the misfire plan, the claim (``INSERT ... ON CONFLICT DO
+  NOTHING RETURNING``) with its django-q2 enqueue and its event in one transaction; the
+  abandon, due-run and requeue probe; and ``next_wakeup``, which the loop runs after
+  every pass (it was not timed before).
+- reference: the same work by hand with bare psycopg. Per pass it reads every job's cursor
+  (its last claimed cron tick) with one statement, the project's own
+  (``scheduling.sql.SCHEDULE_STATES``, over ``bench_schedules`` and ``bench_claims``), and
+  computes each job's due ticks after it with the project's cron code
+  (``scheduling.cron.ticks_between``); then per job and tick one transaction of the claim
+  (the same INSERT into ``bench_claims``, a copy of job_runs with its unique key and
   indexes) with its ``claimed`` event (into ``bench_events``, a copy of job_run_events with
   its foreign key, in the claim's statement) and a task row (into ``bench_queue``, a copy
-  of django-q2's queue table). It once wrote no event: the project writes one for every
-  claim, as the design requires, so the two did not do the same work.
+  of django-q2's queue table). Its jobs are rows of ``bench_schedules`` (a copy of
+  job_schedules), written before the timed passes as the project's first pass registers.
+  It once wrote no event, and it once was handed each minute's tick without reading any
+  state: a scheduler must learn where each job stands before it can claim (a restart
+  must see what it missed), and the project does, so neither did the same work.
 
 Reported per size: the time of all passes beside the reference's, claims per second, and
 the time per claim from the smallest size to the largest. Goals: at most 1.2 x the
@@ -42,6 +51,7 @@ REFERENCE_SETUP = """
 CREATE TABLE bench_claims (LIKE job_runs INCLUDING ALL);
 CREATE TABLE bench_queue (LIKE django_q_ormq INCLUDING ALL);
 CREATE TABLE bench_events (LIKE job_run_events INCLUDING ALL);
+CREATE TABLE bench_schedules (LIKE job_schedules INCLUDING ALL);
 ALTER TABLE bench_events ADD FOREIGN KEY (run_id) REFERENCES bench_claims (id) DEFERRABLE INITIALLY DEFERRED;
 """
 # The claim and its ``claimed`` event in one statement, as the design requires of every
@@ -56,6 +66,22 @@ REFERENCE_CLAIM = (
     "SELECT id FROM claimed"
 )
 REFERENCE_ENQUEUE = "INSERT INTO bench_queue (key, payload, lock) VALUES (%s, %s, NULL)"
+# The reference's jobs, as the project registers a declared cron job (bench/cron_jobs.py).
+REFERENCE_SCHEDULES = (
+    "INSERT INTO bench_schedules (job_name, kind, cron, timezone, overlap, misfire, misfire_deadline_seconds,"
+    " max_attempts, backoff_seconds, timeout_seconds, heartbeat, batch_size, first_seen_at, registered_at, paused,"
+    " paused_by) SELECT %(prefix)s || i, 'cron', %(cron)s, 'UTC', 'allow', 'catch_up', NULL, 3, 30, 600, false, 1,"
+    " %(t0)s, %(t0)s, false, '' FROM generate_series(0, %(size)s - 1) AS i"
+)
+REFERENCE_CRON = "* * * * *"
+
+
+def reference_cursors_statement() -> str:
+    """The project's schedules-and-cursors statement (``scheduling.sql.SCHEDULE_STATES``)
+    over the reference's tables."""
+    from scheduling.sql import SCHEDULE_STATES
+
+    return SCHEDULE_STATES.replace("job_runs", "bench_claims").replace("job_schedules", "bench_schedules")
 
 
 def point(size: int, passes: int) -> Point:
@@ -64,8 +90,10 @@ def point(size: int, passes: int) -> Point:
     url = database_create(name)
     try:
         sql_run(url, REFERENCE_SETUP)
-        reference = reference_run(url, size, passes)
+        sql_run(url, REFERENCE_SCHEDULES, {"prefix": CRON_JOB_PREFIX, "cron": REFERENCE_CRON, "t0": T0, "size": size})
+        # Before the reference: it reads its cursors with the project's statement text.
         django_setup(url, SCHEDULING_EXTRA_JOB_MODULES="bench.cron_jobs", BENCH_CRON_JOBS=str(size))
+        reference = reference_run(url, size, passes)
         project, claimed = project_run(passes)
         # The app's own cron jobs claim their ticks in the same passes (cancel-stale-orders
         # at the fifth minute): every enqueued run of any job must have its one task.
@@ -82,28 +110,43 @@ def point(size: int, passes: int) -> Point:
 
 def project_run(passes: int) -> tuple[float, int]:
     """A first pass registers the jobs (untimed); then ``passes`` timed ones, a minute apart."""
-    from scheduling.dispatch import tick_pass
+    from scheduling.dispatch import next_wakeup, tick_pass
 
     tick_pass(now=T0)
     seconds, claimed = 0.0, 0
     for minute in range(1, passes + 1):
         started = time.perf_counter()
         report = tick_pass(now=T0 + timedelta(minutes=minute))
+        # The loop asks when to wake after every pass (scheduling/loop.py): part of a pass's cost.
+        next_wakeup(now=report.now, report=report)
         seconds += time.perf_counter() - started
         claimed += sum(1 for c in report.claimed if c.job_name.startswith(CRON_JOB_PREFIX))
     return seconds, claimed
 
 
 def reference_run(url: str, size: int, passes: int) -> float:
-    with psycopg.connect(url) as conn:
+    """``passes`` passes a minute apart: 1. every job's cursor, one statement; 2. each job's
+    due ticks after it (or after its first sighting); 3. per tick one transaction of
+    the claim with its event and, if won, a task row."""
+    from scheduling import cron
+
+    names = [f"{CRON_JOB_PREFIX}{i}" for i in range(size)]
+    cursors_statement = reference_cursors_statement()
+    # Autocommit, as Django's connection: the read is one statement, each claim's BEGIN ... COMMIT explicit.
+    with psycopg.connect(url, autocommit=True) as conn:
         started = time.perf_counter()
         for minute in range(1, passes + 1):
-            tick = T0 + timedelta(minutes=minute)
-            for i in range(size):
-                with conn.transaction():
-                    won = conn.execute(REFERENCE_CLAIM, [f"{CRON_JOB_PREFIX}{i}", tick, tick, tick, tick]).fetchone()
-                    if won:
-                        conn.execute(REFERENCE_ENQUEUE, [f"task-{won[0]}", f"run {won[0]}"])
+            now = T0 + timedelta(minutes=minute)
+            # job_name, first_seen_at, ..., cursor: each job's due ticks after its cursor or first sighting.
+            stored = {row[0]: max(row[1], row[-1] or row[1]) for row in conn.execute(cursors_statement)}
+            for name in names:
+                for tick in cron.ticks_between(REFERENCE_CRON, "UTC", stored[name], now):
+                    with conn.transaction():
+                        won = conn.execute(REFERENCE_CLAIM, [name, tick, tick, now, now]).fetchone()
+                        if won:
+                            conn.execute(REFERENCE_ENQUEUE, [f"task-{won[0]}", f"run {won[0]}"])
+            # When to wake: the next tick of any job (it has no delayed runs to ask for).
+            min(cron.next_ticks(REFERENCE_CRON, "UTC", now, 1)[0] for _ in names)
         return time.perf_counter() - started
 
 
@@ -131,8 +174,9 @@ def report(args: argparse.Namespace, points: list[Point]) -> Report:
         name=NAME,
         title=f"7. scheduler pass: {', '.join(f'{p.size:,}' for p in points)} cron jobs, {args.passes} passes each",
         command="python -m bench.scheduler_pass " + " ".join(sys.argv[1:]),
-        project="tick_pass: register, per job cursor + ticks + claim + django-q2 enqueue + event, then the run queries",
-        reference="bare psycopg: per job and minute one transaction of the claim INSERT + its event and a queue row",
+        project="tick_pass: schedules + cursors, per job ticks + claim + q2 enqueue + event, run probe; next_wakeup",
+        reference="bare psycopg: every job's cursor (the project's statement) and due ticks (its cron code), "
+        "then per job and tick one transaction of the claim INSERT + its event and a queue row",
     )
     rep.add(*curve_rows("all passes", "jobs", points))
     for p in points:
@@ -148,6 +192,10 @@ def report(args: argparse.Namespace, points: list[Point]) -> Report:
     rep.note(f"plot: {plot.relative_to(ROOT)}")
     rep.note(f"pass time at {points[-1].size:,} jobs: {fmt(points[-1].project / args.passes * 1000)} ms")
     rep.note("each size in a database of its own; a first, untimed pass registers the jobs")
+    rep.note(
+        "the reference learns where each job stands as a pass must: one read of every job's cursor "
+        "(scheduling.sql.SCHEDULE_STATES), its due ticks from scheduling.cron; no tick is handed to it"
+    )
     rep.note("measured on a shared 2-core machine (other work running): ratios hold better than absolute times")
     return rep
 

@@ -2,7 +2,8 @@
 
 A pass (``tick_pass``):
 
-1. registers the declared jobs (idempotent upsert) and reads their stored state;
+1. reads the stored schedules with every cron job's cursor (one statement), registering
+   the declared jobs first (idempotent upsert) if any is missing or changed;
 2. for every cron job, computes the logical ticks due since its last claimed tick
    (never "now minus an interval") and applies the misfire policy; then claims every
    job's ticks with INSERT ... ON CONFLICT DO NOTHING, all in one transaction (job by
@@ -57,6 +58,10 @@ class TickReport:
     requeued: int = 0
     # True when a batch limit was hit: the loop should come back at once.
     more_due: bool = False
+    # The earliest due_at of a waiting delayed run or retry, as the pass's probe read it,
+    # when the pass took none (else unknown: None and first_due_known False).
+    first_due: datetime | None = None
+    first_due_known: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -78,6 +83,8 @@ def tick_pass(*, now: datetime) -> TickReport:
     if work.due:
         report.enqueued_due, more_due = runs_enqueue_due(now=now, paused=paused)
         report.more_due = report.more_due or more_due
+    else:
+        report.first_due, report.first_due_known = work.first_due, True
     if work.stale:
         report.requeued = runs_requeue_stale(now=now)
     return report
@@ -109,17 +116,15 @@ class CronPlan:
     ticks: list[PlannedTick]
 
 
-def cron_jobs_plan(*, schedules: dict[str, Schedule], now: datetime) -> tuple[list[CronPlan], bool]:
-    """Every cron job's due ticks after its cursor, with their misfire decisions (only the
+def cron_jobs_plan(*, schedules: dict[str, sql.ScheduleState], now: datetime) -> tuple[list[CronPlan], bool]:
+    """Every cron job's due ticks after its cursor (read with the schedules), with their misfire decisions (only the
     jobs with any); and whether a job has more due ticks than one pass takes (after a
     long outage: the loop comes back at once for the rest)."""
-    cron_jobs = registry.cron_jobs()
-    cursors = cron_job_cursors(job_names=[job.name for job in cron_jobs])
     limit = settings.SCHEDULER_MAX_TICKS_PER_PASS
     plans, more = [], False
-    for job in cron_jobs:
+    for job in registry.cron_jobs():
         schedule = schedules[job.name]
-        ticks = cron_job_due_ticks(job=job, schedule=schedule, now=now, cursor=cursors[job.name])
+        ticks = cron_job_due_ticks(job=job, schedule=schedule, now=now, cursor=schedule.cursor)
         if ticks:
             planned = misfire_plan(job=job, ticks=ticks, now=now, paused=schedule.paused, limit=limit)
             plans.append(CronPlan(job, planned))
@@ -127,12 +132,9 @@ def cron_jobs_plan(*, schedules: dict[str, Schedule], now: datetime) -> tuple[li
     return plans, more
 
 
-def cron_job_cursors(*, job_names: list[str]) -> dict[str, datetime | None]:
-    """Each job's last claimed cron tick, one statement for every job (``sql.cron_cursors``)."""
-    return sql.cron_cursors(job_names)
-
-
-def cron_job_due_ticks(*, job: Job, schedule: Schedule, now: datetime, cursor: datetime | None) -> list[datetime]:
+def cron_job_due_ticks(
+    *, job: Job, schedule: sql.ScheduleState, now: datetime, cursor: datetime | None
+) -> list[datetime]:
     """Ticks after the cursor (or first sighting), within the bounded look-back, up to now."""
     lookback = now - timedelta(seconds=settings.SCHEDULER_LOOKBACK_SECONDS)
     bounds = [b for b in (cursor, schedule.first_seen_at, lookback) if b is not None]
@@ -357,9 +359,15 @@ def runs_requeue_stale(*, now: datetime) -> int:
     return len(stale)
 
 
-def next_wakeup(*, now: datetime) -> datetime:
+def next_wakeup(*, now: datetime, report: TickReport | None = None) -> datetime:
     """The next instant a pass has work: the next cron tick of any job or the next due
     run, whichever is first (the loop caps the sleep with SCHEDULER_POLL_SECONDS).
+
+    ``report``: the pass just made at ``now``. If it took no due run, its probe already
+    read the next one (``TickReport.first_due``), so no query is made: a run created
+    since (an order placed during the pass) is seen by the next pass, at the latest
+    after the poll cap, as one created just after this query always was. Before, this
+    query ran after every pass of the loop.
 
     A due run is not worth a pass of its own sooner than SCHEDULER_DUE_WINDOW_SECONDS
     after this one: under a stream of delayed runs (an order placed every few ms, each
@@ -371,11 +379,17 @@ def next_wakeup(*, now: datetime) -> datetime:
     candidates = [now + timedelta(days=1)]
     for job in registry.cron_jobs():
         candidates += cron.next_ticks(job.cron, job.timezone, now, 1)
+    due = report.first_due if report is not None and report.first_due_known else _first_due()
+    if due is not None:
+        candidates.append(max(due, now + timedelta(seconds=settings.SCHEDULER_DUE_WINDOW_SECONDS)))
+    return min(candidates)
+
+
+def _first_due() -> datetime | None:
+    """The earliest due_at of a waiting delayed run or retry of a declared, unpaused job."""
     due: datetime | None = (
         JobRun.objects.filter(status__in=DUE_STATUSES, job_name__in=[job.name for job in registry.all()])
         .exclude(job_name__in=Schedule.objects.filter(paused=True).values("job_name"))
         .aggregate(first=Min("due_at"))["first"]
     )
-    if due is not None:
-        candidates.append(max(due, now + timedelta(seconds=settings.SCHEDULER_DUE_WINDOW_SECONDS)))
-    return min(candidates)
+    return due

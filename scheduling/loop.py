@@ -61,7 +61,7 @@ class SchedulerLoop:
         _log_report(report)
         if report.more_due:
             return 0.0
-        return self.seconds_until(next_wakeup(now=now))
+        return self.seconds_until(next_wakeup(now=now, report=report))
 
     def seconds_until(self, wakeup: datetime) -> float:
         """Real seconds until ``wakeup`` (a clock instant), capped by the poll interval."""

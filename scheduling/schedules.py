@@ -7,22 +7,11 @@ from typing import Any
 
 from scheduling.models import Schedule
 from scheduling.registry import Job, registry
+from scheduling.sql import SCHEDULE_DECLARED_COLUMNS, ScheduleState, schedule_states
 
 # Columns that come from the declaration; the rest (first_seen_at, paused...) are the
 # database's memory and are never overwritten by a registration.
-DECLARED_FIELDS = (
-    "kind",
-    "cron",
-    "timezone",
-    "overlap",
-    "misfire",
-    "misfire_deadline_seconds",
-    "max_attempts",
-    "backoff_seconds",
-    "timeout_seconds",
-    "heartbeat",
-    "batch_size",
-)
+DECLARED_FIELDS = SCHEDULE_DECLARED_COLUMNS
 
 
 def _declared(job: Job) -> dict[str, Any]:
@@ -46,14 +35,22 @@ def schedules_register(*, now: datetime) -> None:
     )
 
 
-def schedules_ensure(*, now: datetime) -> dict[str, Schedule]:
-    """The stored schedule of every declared job, registering first if any is missing or stale."""
-    stored = {schedule.job_name: schedule for schedule in Schedule.objects.all()}
+def schedules_ensure(*, now: datetime) -> dict[str, ScheduleState]:
+    """The stored schedule of every declared job, with its cron cursor; registering
+    first if any is missing or stale.
+
+    1. Read every stored schedule and cursor (one statement, ``sql.schedule_states``).
+    2. If a declared job has no row, or its row holds another declaration (a changed
+       cron or policy, deployed), upsert every declared job and read again. So a new
+       server or a changed declaration is registered on its first pass, and a pass
+       that finds everything as declared (nearly every pass) writes nothing.
+    """
+    stored = schedule_states()
     if any(_is_stale(job, stored.get(job.name)) for job in registry.all()):
         schedules_register(now=now)
-        stored = {schedule.job_name: schedule for schedule in Schedule.objects.all()}
+        stored = schedule_states()
     return stored
 
 
-def _is_stale(job: Job, schedule: Schedule | None) -> bool:
-    return schedule is None or any(getattr(schedule, name) != value for name, value in _declared(job).items())
+def _is_stale(job: Job, state: ScheduleState | None) -> bool:
+    return state is None or state.declared != tuple(_declared(job).values())

@@ -192,29 +192,72 @@ def fence_advance(resource: str, token: int, now: datetime) -> bool:
     return bool(rows)
 
 
-def cron_cursors(job_names: Sequence[str]) -> dict[str, datetime | None]:
-    """Each job's last claimed cron tick: the newest ``scheduled_for`` of its cron rows
-    (None for a job without one or without a schedule row).
+# Each cron job's last claimed cron tick (its cursor): the newest ``scheduled_for`` of its
+# cron rows, a correlated subquery on ``s`` (a job_schedules row).
+CRON_CURSOR = (
+    "(SELECT r.scheduled_for FROM job_runs AS r WHERE r.job_name = s.job_name"
+    " AND r.subject = '' AND r.trigger = 'cron' ORDER BY r.scheduled_for DESC LIMIT 1)"
+)
+# The columns of job_schedules a registration writes from a declaration (the rest,
+# first_seen_at and paused, are the database's memory), in scheduling.schedules' order.
+SCHEDULE_DECLARED_COLUMNS = (
+    "kind",
+    "cron",
+    "timezone",
+    "overlap",
+    "misfire",
+    "misfire_deadline_seconds",
+    "max_attempts",
+    "backoff_seconds",
+    "timeout_seconds",
+    "heartbeat",
+    "batch_size",
+)
+# The statement of schedule_states. No parameter, so its text never changes and it is
+# prepared once per connection. The scheduler-pass benchmark's reference reads its jobs'
+# cursors with this text too (over its copies of the tables).
+SCHEDULE_STATES = (
+    f"SELECT s.job_name, s.first_seen_at, s.paused, {', '.join('s.' + c for c in SCHEDULE_DECLARED_COLUMNS)},"
+    f" CASE WHEN s.kind = 'cron' THEN {CRON_CURSOR} END FROM job_schedules AS s"
+)
 
-    Per schedule row a correlated subquery served by the claim key index (job_name,
+
+@dataclass(frozen=True)
+class ScheduleState:
+    """A stored schedule as a pass needs it: the declaration it was registered with, the
+    database's memory (first sighting, paused) and, for a cron job, its cursor."""
+
+    job_name: str
+    first_seen_at: datetime
+    paused: bool
+    declared: tuple[Any, ...]  # the SCHEDULE_DECLARED_COLUMNS, in order
+    cursor: datetime | None  # the last claimed cron tick (None: none, or not a cron job)
+
+
+def schedule_states() -> dict[str, ScheduleState]:
+    """Every stored schedule with its cron cursor, in one statement.
+
+    Per cron schedule row a correlated subquery served by the claim key index (job_name,
     subject, scheduled_for), read backwards to the first cron row: ORDER BY ... DESC
     LIMIT 1, not MAX(), which PostgreSQL planned as an aggregate over all of the job's
     ticks (BENCHMARKS.md). Manual and backfill rows do not move it, so a manual run
-    never hides a missed tick. Hand-written because the ORM spent three times as long
-    compiling the same statement on every pass as PostgreSQL spent running it.
+    never hides a missed tick. Hand-written, and read into plain tuples instead of
+    Schedule instances: the ORM spent three times as long compiling the cursor statement
+    on every pass as PostgreSQL spent running it, and a pass read the schedules and the
+    cursors with two statements (bench/profile_scheduler.py).
     """
-    names, params = id_in("s.job_name", job_names)
-    rows = fetch(
-        "SELECT s.job_name, (SELECT r.scheduled_for FROM job_runs AS r WHERE r.job_name = s.job_name"
-        " AND r.subject = '' AND r.trigger = 'cron' ORDER BY r.scheduled_for DESC LIMIT 1)"
-        f" FROM job_schedules AS s WHERE {names}",
-        params,
-    )
-    cursors: dict[str, datetime | None] = dict.fromkeys(job_names)
-    # SQLite returns text: its own converter makes the aware datetime the ORM would.
+    # SQLite returns text and 0/1: its own converter makes the aware datetime the ORM would.
     convert = getattr(connection.ops, "convert_datetimefield_value", lambda value, *_: value)
-    cursors.update((name, convert(cursor, None, connection)) for name, cursor in rows)
-    return cursors
+    states = {}
+    for name, first_seen_at, paused, *declared, cursor in fetch(SCHEDULE_STATES, []):
+        states[name] = ScheduleState(
+            job_name=name,
+            first_seen_at=convert(first_seen_at, None, connection),
+            paused=bool(paused),
+            declared=tuple(declared),
+            cursor=None if cursor is None else convert(cursor, None, connection),
+        )
+    return states
 
 
 # --- The run queries of a pass (scheduling.dispatch) -------------------------------------
@@ -227,6 +270,8 @@ class PassWork:
     long_running_jobs: frozenset[str]  # jobs with a run running since before the cutoff
     due: bool  # a due delayed run or retry of an active job
     stale: bool  # a run of a declared job enqueued since before the cutoff
+    # The earliest due_at of an active job's waiting delayed run or retry (None: none).
+    first_due: datetime | None = None
 
 
 def pass_work_find(
@@ -242,7 +287,10 @@ def pass_work_find(
 
     1. the jobs with a running run started before ``started_before`` (partial index
        job_run_live (job_name, status));
-    2. whether a run of an ``active`` job is due by ``due_by`` (partial index job_run_due (due_at));
+    2. the earliest ``due_at`` of an ``active`` job's waiting run (partial index
+       job_run_due (due_at), read forwards to the first such run), due if at or before
+       ``due_by``; when none is due the loop sleeps to it (``dispatch.next_wakeup``)
+       without asking again;
     3. whether a run of a ``declared`` job is enqueued since before ``enqueued_before``
        (job_run_live).
     """
@@ -250,16 +298,25 @@ def pass_work_find(
     stale_jobs, stale_params = id_in("job_name", declared)
     due_statuses = ", ".join(f"'{status}'" for status in DUE_STATUSES)
     rows = fetch(
-        "SELECT DISTINCT 'running', job_name FROM job_runs WHERE status = 'running' AND started_at < %s"
-        " UNION ALL SELECT 'due', '' WHERE EXISTS (SELECT 1 FROM job_runs"
-        f" WHERE status IN ({due_statuses}) AND due_at <= %s AND {due_jobs})"
-        " UNION ALL SELECT 'stale', '' WHERE EXISTS (SELECT 1 FROM job_runs"
+        # The third column a timestamp in every branch with a row (a bare NULL there is text).
+        "SELECT 'due', '', (SELECT due_at FROM job_runs"
+        f" WHERE status IN ({due_statuses}) AND due_at IS NOT NULL AND {due_jobs} ORDER BY due_at LIMIT 1)"
+        " UNION ALL SELECT 'running', job_name, MIN(started_at) FROM job_runs WHERE status = 'running'"
+        " AND started_at < %s GROUP BY job_name"
+        " UNION ALL SELECT 'stale', '', NULL WHERE EXISTS (SELECT 1 FROM job_runs"
         f" WHERE status = 'enqueued' AND enqueued_at < %s AND {stale_jobs})",
-        [started_before, due_by, *due_params, enqueued_before, *stale_params],
+        [*due_params, started_before, enqueued_before, *stale_params],
     )
-    kinds = {kind for kind, _ in rows}
-    running = frozenset(name for kind, name in rows if kind == "running")
-    return PassWork(long_running_jobs=running, due="due" in kinds, stale="stale" in kinds)
+    running = frozenset(name for kind, name, _ in rows if kind == "running")
+    first_due = next((at for kind, _, at in rows if kind == "due"), None)
+    if first_due is not None:
+        # SQLite returns text: its own converter makes the aware datetime the ORM would.
+        first_due = getattr(connection.ops, "convert_datetimefield_value", lambda value, *_: value)(
+            first_due, None, connection
+        )
+    due = first_due is not None and first_due <= due_by
+    stale = any(kind == "stale" for kind, _, _ in rows)
+    return PassWork(long_running_jobs=running, due=due, stale=stale, first_due=first_due)
 
 
 # --- Retention (scheduling.retention) ------------------------------------------------------
@@ -308,7 +365,7 @@ def _prunable(rule: PruneRule) -> tuple[str, list[Any]]:
     """The WHERE clause (on job_runs) of a run the rule may delete, and its parameters.
 
     The newest cron tick of each job is never deleted: it is the scheduler's cursor
-    (dispatch.cron_job_cursors). Its NOT EXISTS probes the claim key index
+    (sql.schedule_states). Its NOT EXISTS probes the claim key index
     (job_name, subject, scheduled_for); each keeping reference probes its foreign key's index.
     """
     names = ", ".join(["%s"] * len(rule.job_names))

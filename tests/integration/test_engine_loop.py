@@ -9,7 +9,7 @@ import time_machine
 from django.test import override_settings
 
 from scheduling import services
-from scheduling.dispatch import next_wakeup
+from scheduling.dispatch import next_wakeup, tick_pass
 from scheduling.loop import SchedulerLoop
 from scheduling.models import JobRun, SchedulerNode
 from scheduling.registry import registry
@@ -24,6 +24,22 @@ def test_next_wakeup_is_the_next_cron_tick_or_the_next_due_run():
         assert next_wakeup(now=T0 + timedelta(minutes=1)) == T0 + timedelta(hours=1)
         services.run_schedule_delayed(job_name="later", subject="x:1", scheduled_for=T0 + timedelta(minutes=7), now=T0)
         assert next_wakeup(now=T0 + timedelta(minutes=1)) == T0 + timedelta(minutes=7)
+
+
+@pytest.mark.django_db
+def test_it_wakes_for_the_next_due_run_its_pass_read_without_asking_again(django_assert_num_queries):
+    hourly = make_job("hourly", cron="0 * * * *")
+    later = make_job("later", delayed=True)
+    with registry.replaced(hourly, later):
+        services.run_schedule_delayed(job_name="later", subject="x:1", scheduled_for=T0 + timedelta(minutes=7), now=T0)
+        report = tick_pass(now=T0 + timedelta(minutes=1))
+        assert (report.first_due_known, report.first_due) == (True, T0 + timedelta(minutes=7))
+        with django_assert_num_queries(0):
+            assert next_wakeup(now=T0 + timedelta(minutes=1), report=report) == T0 + timedelta(minutes=7)
+        # A pass that took due runs does not know the next one: it is read again.
+        report = tick_pass(now=T0 + timedelta(minutes=8))
+        assert (report.enqueued_due, report.first_due_known) == (1, False)
+        assert next_wakeup(now=T0 + timedelta(minutes=8), report=report) == T0 + timedelta(hours=1)
 
 
 @override_settings(SCHEDULER_POLL_SECONDS=3600)
