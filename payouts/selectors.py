@@ -20,7 +20,8 @@ from payouts.weeks import BusinessWeek, week_of, weeks_finished
 from scheduling.models import JobRun, RunStatus
 from tiffin.money import cents
 
-# See payout_weeks_due: a history this short is checked week by week without narrowing.
+# See payout_weeks_recent and payout_weeks_due: a ledger at most this far behind is paid
+# from a list of the recent weeks, without reading where each one ends first.
 SHORT_HISTORY = timedelta(weeks=8)
 # Before any delivery: "waiting since" for a restaurant never paid.
 _BEGINNING = datetime(2000, 1, 1, tzinfo=UTC)
@@ -100,6 +101,20 @@ def payout_batches(*, ids: list[int], restricted: bool, size: int | None = None)
     return [sql.RestaurantBatch(chunk[0], chunk[-1], tuple(chunk) if restricted else None) for chunk in chunks]
 
 
+def payout_weeks_recent(*, batch: sql.RestaurantBatch, as_of: datetime) -> list[BusinessWeek]:
+    """The finished weeks of the last SHORT_HISTORY, per zone the batch's open ledgers use
+    (from the zone's earliest onboarding when that is later): one cheap aggregate, and no
+    read of any restaurant's ledger.
+
+    The SQL pays from them every restaurant whose ledger continues inside them (a weekly
+    run: all of them) and leaves out the ones further behind, which it reports as unpaid
+    so the caller pays them from ``payout_weeks_due``. So a weekly run reads each
+    restaurant's latest payout once, in the INSERT, not once more to narrow the list.
+    """
+    starts = {zone: max(since, as_of - SHORT_HISTORY) for zone, since in _onboarding_by_zone(batch=batch).items()}
+    return _weeks_finished(starts=starts, as_of=as_of)
+
+
 def payout_weeks_due(*, batch: sql.RestaurantBatch, as_of: datetime) -> list[BusinessWeek]:
     """The finished weeks, per zone, that may still be unpaid for these restaurants.
 
@@ -115,14 +130,22 @@ def payout_weeks_due(*, batch: sql.RestaurantBatch, as_of: datetime) -> list[Bus
        restaurant, so a weekly run checks a week or two per restaurant, not its history.
        Payouts are contiguous from the onboarding week, so nothing earlier is unpaid.
     """
+    starts = _onboarding_by_zone(batch=batch)
+    if any(as_of - since > SHORT_HISTORY for since in starts.values()):
+        starts = _onboarding_by_zone(batch=batch, since=Min(Coalesce(F("paid_through"), F("onboarded_at"))))
+    return _weeks_finished(starts=starts, as_of=as_of)
+
+
+def _onboarding_by_zone(*, batch: sql.RestaurantBatch, since: Aggregate | None = None) -> dict[str, datetime]:
+    """Per zone of the batch's open ledgers, ``since`` (default: the earliest onboarding)."""
     in_batch = payout_open_ledgers().filter(id__gte=batch.first_id, id__lte=batch.last_id)
     if batch.only is not None:
         in_batch = in_batch.filter(id__in=batch.only)
-    by_zone = in_batch.order_by().values("timezone")
-    starts = {row["timezone"]: row["since"] for row in by_zone.annotate(since=Min("onboarded_at"))}
-    if any(as_of - since > SHORT_HISTORY for since in starts.values()):
-        since = Min(Coalesce(F("paid_through"), F("onboarded_at")))
-        starts = {row["timezone"]: row["since"] for row in by_zone.annotate(since=since)}
+    by_zone = in_batch.order_by().values("timezone").annotate(since=since or Min("onboarded_at"))
+    return {row["timezone"]: row["since"] for row in by_zone}
+
+
+def _weeks_finished(*, starts: dict[str, datetime], as_of: datetime) -> list[BusinessWeek]:
     delay = timedelta(seconds=settings.PAYOUT_SETTLEMENT_DELAY_SECONDS)
     return [
         week

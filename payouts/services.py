@@ -8,9 +8,12 @@
    in id order and cut them into batches of a few thousand.
 2. For each batch, in its own transaction: pass ``fence_check`` with the run's fencing
    token (a worker that lost its run is refused here, however long it slept), compute
-   the finished weeks of each zone the batch uses (a query or two and a little Python), and
-   write every due payout of the batch with one INSERT ... SELECT (``payouts.sql``),
-   continuing each restaurant's contiguous ledger from its last payout's end.
+   the finished weeks of the last few of each zone the batch uses (one cheap query and a
+   little Python), and write every due payout of the batch with one INSERT ... SELECT
+   (``payouts.sql``), continuing each restaurant's contiguous ledger from its last
+   payout's end. A restaurant whose ledger ends before those weeks (a long outage, a
+   first catch-up) is not paid by it; the batch's restaurants the INSERT did not pay are
+   then paid from the weeks that reach back to their ledgers' ends, a second INSERT.
 3. After each batch, tell the caller (the job heartbeats and reports progress).
 
 A second payout for the same hours is impossible even without the fence: each payout
@@ -35,7 +38,7 @@ from orders.models import CommissionRateChange, Restaurant
 from payouts import sql
 from payouts.errors import PayoutError
 from payouts.models import PAYOUT_JOB, Payout
-from payouts.selectors import payout_batches, payout_restaurant_ids, payout_weeks_due
+from payouts.selectors import payout_batches, payout_restaurant_ids, payout_weeks_due, payout_weeks_recent
 from scheduling.fencing import fence_check
 from scheduling.models import JobRun
 from scheduling.services import run_execute_here
@@ -87,19 +90,35 @@ def payouts_pay_due(
     batches = payout_batches(ids=ids, restricted=restaurant_ids is not None, size=size)
     written = 0
     for number, batch in enumerate(batches, start=1):
-        written += _pay_batch(batch=batch, as_of=as_of, fence=fence, job_run_id=job_run_id, now=now)
+        listed = ids[(number - 1) * size : number * size]
+        written += _pay_batch(batch=batch, listed=listed, as_of=as_of, fence=fence, job_run_id=job_run_id, now=now)
         if on_batch is not None:
             on_batch(BatchProgress(number, len(batches), min(number * size, len(ids)), len(ids), written))
     return PayoutPassResult(restaurants=len(ids), batches=len(batches), written=written)
 
 
 def _pay_batch(
-    *, batch: sql.RestaurantBatch, as_of: datetime, fence: int, job_run_id: int | None, now: datetime
+    *,
+    batch: sql.RestaurantBatch,
+    listed: Sequence[int],
+    as_of: datetime,
+    fence: int,
+    job_run_id: int | None,
+    now: datetime,
 ) -> int:
+    """Pay the batch from the recent weeks, then ``listed`` restaurants (its open ledgers)
+    that got nothing from the weeks reaching back to their ledgers' ends: the ones behind,
+    and the few with nothing due (who cost a probe each)."""
     with transaction.atomic():
         fence_check(PAYOUT_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
-        weeks = payout_weeks_due(batch=batch, as_of=as_of)
-        return sql.payouts_insert_due(batch=batch, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
+        weeks = payout_weeks_recent(batch=batch, as_of=as_of)
+        paid = sql.payouts_insert_due(batch=batch, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
+        unpaid = sorted(set(listed).difference(paid))
+        if unpaid:
+            rest = sql.RestaurantBatch(unpaid[0], unpaid[-1], tuple(unpaid))
+            weeks = payout_weeks_due(batch=rest, as_of=as_of)
+            paid += sql.payouts_insert_due(batch=rest, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
+        return len(paid)
 
 
 def ledger_wipe() -> None:

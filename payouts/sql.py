@@ -8,8 +8,15 @@ onboarding week when it has none), and each due payout ends at the next local Mo
 Only the first of them can be shorter than a week, after a zone change or a tz database
 upgrade moved the boundaries; no hour is ever left out or paid twice. A period with no
 orders gets a zero payout. ``weeks`` (a JSON list, computed in Python by
-``payouts.weeks`` for the zones the batch uses) holds the candidate weeks per zone.
+``payouts.weeks`` for the zones the batch uses) holds the candidate weeks per zone, each
+with ``listed_from``, the start of its zone's first listed week.
 
+- A restaurant is paid only if its zone's weeks reach back to where its ledger continues
+  (``paid_through``, or its onboarding): a list that starts later would leave the hours
+  between unpaid for good, so such a restaurant is left out, and the caller, told which
+  restaurants were paid (the INSERT returns their ids, one per row), pays it from a list
+  that reaches back to it. That lets the weekly run pass just the recent weeks and probe
+  each ledger once, here.
 - A ledger is open while the restaurant is active, and after its deactivation until the
   week it was deactivated in is paid (a period is due only if it starts before
   ``deactivated_at``).
@@ -40,7 +47,8 @@ scan feeding a plain aggregate per period. SQLite has no LATERAL and joins every
 to its period, then groups (on PostgreSQL that form first materialises all of a batch's
 orders into a hash aggregate, and was slower: BENCHMARKS.md, benchmark 1).
 
-There is one SELECT per backend; the INSERT writes exactly what it returns. Parameters
+There is one SELECT per backend; the INSERT writes exactly what it returns, and returns
+the restaurant id of every row it wrote. Parameters
 are named: ``first_id``, ``last_id``, ``only`` (the ids of a restricted catch-up, or
 NULL), ``weeks``, ``tzdata_version``, ``job_run_id``, ``fence``, ``now``.
 """
@@ -89,9 +97,11 @@ FROM (
             OFFSET 0
         ) l
         JOIN jsonb_to_recordset(%(weeks)s::jsonb)
-             AS w (zone text, week_start_local date, period_start timestamptz, period_end timestamptz)
+             AS w (zone text, week_start_local date, period_start timestamptz, period_end timestamptz,
+                   listed_from timestamptz)
           ON w.zone = l.timezone
         WHERE w.period_end > COALESCE(l.paid_through, l.onboarded_at)
+          AND COALESCE(l.paid_through, l.onboarded_at) >= w.listed_from
           AND (l.deactivated_at IS NULL OR GREATEST(w.period_start, l.paid_through) < l.deactivated_at)
     ) periods
     OFFSET 0
@@ -136,10 +146,12 @@ FROM (
                 SELECT json_extract(value, '$.zone') AS zone,
                        json_extract(value, '$.week_start_local') AS week_start_local,
                        json_extract(value, '$.period_start') AS period_start,
-                       json_extract(value, '$.period_end') AS period_end
+                       json_extract(value, '$.period_end') AS period_end,
+                       json_extract(value, '$.listed_from') AS listed_from
                 FROM json_each(%(weeks)s)
             ) w ON w.zone = l.timezone
             WHERE w.period_end > COALESCE(l.paid_through, l.onboarded_at)
+              AND COALESCE(l.paid_through, l.onboarded_at) >= w.listed_from
               AND (l.deactivated_at IS NULL
                    OR MAX(w.period_start, COALESCE(l.paid_through, w.period_start)) < l.deactivated_at)
         ) periods
@@ -153,9 +165,9 @@ FROM (
 
 _DUE = {"postgresql": _DUE_POSTGRESQL, "sqlite": _DUE_SQLITE}
 
-# Write what the SELECT returns. The INSERT comes first because Python's sqlite3 reports
-# a row count only for a statement that starts with INSERT; WHERE true tells SQLite's
-# parser the upsert's ON CONFLICT from a join's ON.
+# Write what the SELECT returns, and return whom each row pays. The INSERT comes first
+# because Python's sqlite3 reports a row count only for a statement that starts with
+# INSERT; WHERE true tells SQLite's parser the upsert's ON CONFLICT from a join's ON.
 _INSERT_INTO = """
 INSERT INTO payouts_payout (
     restaurant_id, week_start_local, period_start, period_end, gross, commission, net, order_count,
@@ -166,6 +178,7 @@ SELECT * FROM (
 _ON_CONFLICT = """
 ) due WHERE true
 ON CONFLICT (restaurant_id, period_start) DO NOTHING
+RETURNING restaurant_id
 """
 _INSERT = {vendor: _INSERT_INTO + due + _ON_CONFLICT for vendor, due in _DUE.items()}
 
@@ -207,19 +220,21 @@ class DuePayout:
 
 def payouts_insert_due(
     *, batch: RestaurantBatch, weeks: Sequence[BusinessWeek], job_run_id: int | None, fence: int, now: datetime
-) -> int:
-    """Write the due payouts of the batch's restaurants over ``weeks``; return how many rows.
+) -> list[int]:
+    """Write the due payouts of the batch's restaurants over ``weeks``; return the
+    restaurant id of each row written. A restaurant whose ledger continues before its
+    zone's first listed week is not paid (module docstring).
 
     ON CONFLICT DO NOTHING: a period paid by a concurrent writer is skipped rather than
     failing the batch (the fence makes that impossible for runs; the constraint stays).
     """
     if not weeks:
-        return 0
+        return []
     vendor = _vendor()
     params = _params(batch=batch, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
     if vendor == "postgresql":
         execute(_LOCK_POSTGRESQL, params)
-    return execute(_INSERT[vendor], params)
+    return [row[0] for row in fetch(_INSERT[vendor], params)]
 
 
 def payouts_select_due(*, batch: RestaurantBatch, weeks: Sequence[BusinessWeek]) -> list[DuePayout]:
@@ -250,7 +265,7 @@ def _params(
         "first_id": batch.first_id,
         "last_id": batch.last_id,
         "only": only,
-        "weeks": json.dumps([_week_json(week) for week in weeks]),
+        "weeks": json.dumps(_weeks_json(weeks)),
         "tzdata_version": TZDATA_VERSION,
         "job_run_id": job_run_id,
         "fence": fence,
@@ -258,18 +273,25 @@ def _params(
     }
 
 
-def _week_json(week: BusinessWeek) -> dict[str, str]:
-    # In the form each backend compares with its stored values: ISO with offset for
-    # PostgreSQL's timestamptz, the ORM's naive UTC text for SQLite.
+def _weeks_json(weeks: Sequence[BusinessWeek]) -> list[dict[str, str]]:
+    # Instants in the form each backend compares with its stored values: ISO with offset
+    # for PostgreSQL's timestamptz, the ORM's naive UTC text for SQLite.
     def instant(moment: datetime) -> str:
         return moment.isoformat() if _vendor() == "postgresql" else str(adapt(moment))
 
-    return {
-        "zone": week.timezone,
-        "week_start_local": week.week_start_local.isoformat(),
-        "period_start": instant(week.period_start),
-        "period_end": instant(week.period_end),
-    }
+    listed_from: dict[str, datetime] = {}
+    for week in weeks:
+        listed_from[week.timezone] = min(week.period_start, listed_from.get(week.timezone, week.period_start))
+    return [
+        {
+            "zone": week.timezone,
+            "week_start_local": week.week_start_local.isoformat(),
+            "period_start": instant(week.period_start),
+            "period_end": instant(week.period_end),
+            "listed_from": instant(listed_from[week.timezone]),
+        }
+        for week in weeks
+    ]
 
 
 def _due_payout(row: tuple[Any, ...]) -> DuePayout:

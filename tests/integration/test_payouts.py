@@ -23,12 +23,14 @@ from django.db.models import Sum
 
 from orders.models import Order, OrderStatus, Restaurant
 from orders.services import restaurant_deactivate
+from payouts import sql
 from payouts.jobs import weekly_payouts
 from payouts.models import Payout
 from payouts.selectors import payout_batches, payout_weeks_due
 from payouts.services import (
     PAYOUT_FENCE_RESOURCE,
     BatchProgress,
+    payout_catch_up_execute,
     payouts_pay_due,
 )
 from scheduling.context import RunContext
@@ -292,6 +294,39 @@ def test_a_long_history_is_paid_once_and_a_weekly_run_then_checks_only_the_newes
         ("Europe/London", date(2027, 3, 8)),
     ]
     assert result(pay(as_of))["payouts_written"] == 3
+
+
+@pytest.mark.django_db
+def test_a_ledger_further_behind_than_the_recent_weeks_is_paid_in_the_same_run_without_a_gap(
+    restaurant_factory, deliver
+):
+    onboarded = ONBOARDED - timedelta(weeks=20)
+    current, behind = (restaurant_factory(timezone="Asia/Kolkata", onboarded_at=onboarded) for _ in range(2))
+    # Only `current` is paid through the tick before.
+    payout_catch_up_execute(as_of=TICKS[0], restaurant_ids=[current.pk], now=TICKS[0], worker="test")
+    deliver(behind, onboarded + timedelta(weeks=3, hours=5), "30.00")
+
+    # One weekly run, both in one batch: `current` from the recent weeks, `behind` (21
+    # weeks unpaid, beyond SHORT_HISTORY) from the weeks that reach back to its onboarding.
+    assert result(pay(TICKS[1]))["payouts_written"] == 1 + 22
+    for restaurant in (current, behind):
+        paid = weeks_of(restaurant)
+        assert len(paid) == 22
+        assert paid[0].period_start <= onboarded < paid[0].period_end
+        assert all(a.period_end == b.period_start for a, b in itertools.pairwise(paid))
+    assert sum(p.gross for p in weeks_of(behind)) == Decimal("30.00")
+
+
+@pytest.mark.django_db
+def test_the_payout_sql_pays_no_ledger_its_weeks_do_not_reach_back_to(restaurant_factory):
+    restaurant = restaurant_factory(timezone="Asia/Kolkata", onboarded_at=ONBOARDED - timedelta(weeks=3))
+    [batch] = payout_batches(ids=[restaurant.pk], restricted=False)
+    recent = [week for week in payout_weeks_due(batch=batch, as_of=TICKS[1]) if week.period_start > ONBOARDED]
+    assert recent, "the last weeks alone start after the onboarding"
+    # Paying from them would leave the weeks before unpaid for good: nothing is written.
+    with transaction.atomic():
+        assert sql.payouts_insert_due(batch=batch, weeks=recent, job_run_id=None, fence=1, now=TICKS[1]) == []
+    assert not Payout.objects.exists()
 
 
 # --- Fencing ------------------------------------------------------------------------------

@@ -25,9 +25,11 @@ FROM (
             OFFSET 0
         ) l
         JOIN jsonb_to_recordset(%(weeks)s::jsonb)
-             AS w (zone text, week_start_local date, period_start timestamptz, period_end timestamptz)
+             AS w (zone text, week_start_local date, period_start timestamptz, period_end timestamptz,
+                   listed_from timestamptz)
           ON w.zone = l.timezone
         WHERE w.period_end > COALESCE(l.paid_through, l.onboarded_at)
+          AND COALESCE(l.paid_through, l.onboarded_at) >= w.listed_from
           AND (l.deactivated_at IS NULL OR GREATEST(w.period_start, l.paid_through) < l.deactivated_at)
     ) periods
     OFFSET 0
@@ -41,3 +43,4 @@ CROSS JOIN LATERAL (
 
 ) due WHERE true
 ON CONFLICT (restaurant_id, period_start) DO NOTHING
+RETURNING restaurant_id

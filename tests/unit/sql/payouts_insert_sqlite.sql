@@ -33,10 +33,12 @@ FROM (
                 SELECT json_extract(value, '$.zone') AS zone,
                        json_extract(value, '$.week_start_local') AS week_start_local,
                        json_extract(value, '$.period_start') AS period_start,
-                       json_extract(value, '$.period_end') AS period_end
+                       json_extract(value, '$.period_end') AS period_end,
+                       json_extract(value, '$.listed_from') AS listed_from
                 FROM json_each(%(weeks)s)
             ) w ON w.zone = l.timezone
             WHERE w.period_end > COALESCE(l.paid_through, l.onboarded_at)
+              AND COALESCE(l.paid_through, l.onboarded_at) >= w.listed_from
               AND (l.deactivated_at IS NULL
                    OR MAX(w.period_start, COALESCE(l.paid_through, w.period_start)) < l.deactivated_at)
         ) periods
@@ -49,3 +51,4 @@ FROM (
 
 ) due WHERE true
 ON CONFLICT (restaurant_id, period_start) DO NOTHING
+RETURNING restaurant_id
