@@ -135,7 +135,7 @@ def order_deliver(*, order_id: int, now: datetime) -> Order:
 
     Refused (LedgerError) when ``now`` falls inside a period the restaurant was already
     paid for: the payout is written and immutable, so the order would never be paid (on
-    PostgreSQL the orders_order_payout_guard trigger refuses it too, race-free against a
+    PostgreSQL the orders_order_payout_guard triggers refuse it too, race-free against a
     payout being written). Refused too once the restaurant is deactivated: its ledger
     closes with the week of its deactivation.
     """
