@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PG_URL ?= $(if $(DATABASE_URL),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/tiffin)
 SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
 
-.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare bench bench-large soak chaos up browser-deps prometheus-deps clean
+.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare bench bench-large bench-history soak chaos up browser-deps prometheus-deps clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -173,6 +173,10 @@ bench: $(STAMP) scenario-deps ## The benchmarks against their references on Post
 bench-large: $(STAMP) ## The cost curves' largest sizes: 100,000 restaurants (20M orders), 5M carts (an hour or more)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	$(PY) -m bench --large
+
+bench-history: $(STAMP) ## Every everyday path on 10M runs of history, then their prune (about half an hour)
+	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
+	$(PY) -m bench history
 
 # A database of its own, dropped and created afresh (the soak empties what it finds).
 SOAK_URL ?= postgres://postgres@127.0.0.1:5432/tiffin_soak

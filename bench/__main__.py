@@ -4,6 +4,7 @@ one summary and rewrite the results section of BENCHMARKS.md from bench/results/
     python -m bench                    # all of them (make bench)
     python -m bench claim_contention   # some of them, by name
     python -m bench --large            # the largest sizes of the curves (make bench-large)
+    python -m bench history            # the long history and its prune (make bench-history)
     python -m bench --markdown-only    # only rewrite BENCHMARKS.md from the last results
 
 Exits non-zero if any benchmark missed a goal or failed to run.
@@ -28,8 +29,10 @@ BENCHMARKS = {
     "cancellations": ["cancellations"],
     "cancellations_workers2": ["cancellations", "--quick", "--workers", "2"],
     "cancellations_pgbouncer": ["cancellations", "--quick", "--pgbouncer"],
-    "history": ["history"],
 }
+# Benchmark 6 (ten million runs of history, then their prune) takes about as long as all of
+# the above together, most of it generating the history: make bench-history.
+ALONE = {"history": ["history"]}
 # The curves' largest sizes (20 million orders, 5 million carts): make bench-large.
 LARGE = {
     "payouts_large": ["payouts", "--sizes", "1000,10000,100000", "--rounds", "1", "--name", "payouts_large"],
@@ -44,7 +47,7 @@ def main() -> int:
     parser.add_argument("--large", action="store_true", help=f"run {', '.join(LARGE)} (the curves' largest sizes)")
     args = parser.parse_args()
     stop_on_sigterm()
-    known = {**BENCHMARKS, **LARGE}
+    known = {**BENCHMARKS, **LARGE, **ALONE}
     unknown = sorted(set(args.names) - set(known))
     if unknown:
         parser.error(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(known)}")

@@ -1,7 +1,7 @@
 """Benchmark 3: stale-order cancellation, stepped up until lateness breaks.
 
-Eight placer processes place orders at a rate that steps up (200, 400, 700, 1,000 and
-1,400 orders per second together, 30 s each; ``--quick``: 10 s each), with the accept
+Eight placer processes place orders at a rate that steps up (200, 400, 700, 1,000, 1,200
+and 1,400 orders per second together, 30 s each; ``--quick``: 10 s each), with the accept
 timeout shortened to 10 seconds (ORDER_ACCEPT_TIMEOUT_SECONDS=10). For about 70 % of the
 orders the restaurant accepts, 0.5 to 8 seconds after placing (the placer does it, with
 ``order_accept``'s conditional UPDATE); the rest must be cancelled at their deadline.
@@ -79,7 +79,7 @@ ACCEPT_AFTER = (0.5, 8.0)  # seconds after placing: always well before the deadl
 # cannot place hundreds of orders a second; eight share the load.
 PLACERS = 8
 RESTAURANTS = 100
-RATES = (200.0, 400.0, 700.0, 1000.0, 1400.0)
+RATES = (200.0, 400.0, 700.0, 1000.0, 1200.0, 1400.0)
 SIDES = ("project", "raw", "reference")
 SIDE_LABELS = {"project": "project", "raw": "raw SQL", "reference": "django-q2"}
 P99_GOAL_SECONDS = 1.0
