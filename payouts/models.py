@@ -60,6 +60,9 @@ class Payout(models.Model):
         indexes = [
             # Admin payout history and the date hierarchy: ORDER BY / filter on period_start.
             models.Index(fields=["period_start"], name="payout_period_start"),
+            # The hourly ledger check (payouts.selectors.ledger_problems, written_since):
+            # the payouts written in its window, not a scan of the whole ledger.
+            models.Index(fields=["created_at"], name="payout_created_at"),
         ]
 
     def __str__(self) -> str:
