@@ -78,17 +78,18 @@ def runs_start(*, job: Job, run_ids: list[int], now: datetime, worker: str) -> l
        behind a newer run); replace supersedes the older running runs.
     3. Take one fence from the sequence and start with a conditional update; only
        rows still enqueued change, so a concurrent duplicate starts nothing.
+
+    With overlap allowed there is nothing to decide, so steps 1 and 2 are skipped: the
+    conditional update of step 3 alone tells which runs were still enqueued (a delayed
+    job's batch of 200 runs was read whole only to learn their ids).
     """
     with transaction.atomic():
-        governed = _overlap_governs(job=job, run_ids=run_ids)
-        if governed:
-            sql.lock_job(job.name)
+        if not _overlap_governs(job=job, run_ids=run_ids):
+            return _start(run_ids=run_ids, now=now, worker=worker)
+        sql.lock_job(job.name)
         pending = list(JobRun.objects.filter(id__in=run_ids, status=RunStatus.ENQUEUED).order_by("id"))
-        if not pending:
-            return []
-        if governed:
-            pending = [run for run in pending if _apply_overlap(job=job, run=run, now=now) == OverlapDecision.START]
-        return _start(pending=pending, now=now, worker=worker) if pending else []
+        starting = [run.id for run in pending if _apply_overlap(job=job, run=run, now=now) == OverlapDecision.START]
+        return _start(run_ids=starting, now=now, worker=worker) if starting else []
 
 
 def _overlap_governs(*, job: Job, run_ids: list[int]) -> bool:
@@ -100,9 +101,9 @@ def _overlap_governs(*, job: Job, run_ids: list[int]) -> bool:
     return job.is_cron and JobRun.objects.filter(id__in=run_ids).exclude(overlap="").exists()
 
 
-def _start(*, pending: list[JobRun], now: datetime, worker: str) -> list[RunContext]:
+def _start(*, run_ids: list[int], now: datetime, worker: str) -> list[RunContext]:
     fence = sql.next_fence()
-    JobRun.objects.filter(id__in=[run.id for run in pending], status=RunStatus.ENQUEUED).update(
+    JobRun.objects.filter(id__in=run_ids, status=RunStatus.ENQUEUED).update(
         status=RunStatus.RUNNING,
         fence=fence,
         attempts=F("attempts") + 1,
@@ -111,7 +112,7 @@ def _start(*, pending: list[JobRun], now: datetime, worker: str) -> list[RunCont
         finished_at=None,
         worker=worker[:200],
     )
-    started = list(JobRun.objects.filter(id__in=[run.id for run in pending], fence=fence).order_by("id"))
+    started = list(JobRun.objects.filter(id__in=run_ids, fence=fence).order_by("id"))
     runs_record(started, kind="started", now=now)
     metrics.runs_started_observe(runs=started, now=now)
     return [
