@@ -5,11 +5,29 @@ PostgreSQL: job_runs and orders_order take an insert per order, and a plain CREA
 on a table of millions of rows blocks those inserts until it ends (minutes). A migration
 using it sets ``atomic = False`` (CONCURRENTLY cannot run in a transaction); if the build
 fails it leaves an INVALID index, which ``DROP INDEX`` and a new run of the migration fix.
+
+``on_postgresql`` runs SQL (the ledger's triggers) on PostgreSQL only, as a RunPython
+function: SQLite has no PL/pgSQL, and its single writer and the services' checks stand in.
 """
 
+from collections.abc import Callable
 from typing import Any
 
+from django.apps.registry import Apps
 from django.db import migrations
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+
+
+def on_postgresql(sql: str) -> Callable[[Apps, BaseDatabaseSchemaEditor], None]:
+    """A RunPython function that runs ``sql`` on PostgreSQL and does nothing elsewhere."""
+
+    def run(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+        if schema_editor.connection.vendor == "postgresql":
+            # No parameters: the SQL's % signs are PL/pgSQL's, not placeholders.
+            with schema_editor.connection.cursor() as cursor:
+                cursor.execute(sql)
+
+    return run
 
 
 class AddIndexConcurrentlyOnPostgres(migrations.AddIndex):

@@ -17,11 +17,9 @@ wipe a demo database. A production role should not be granted TRUNCATE.
 SQLite has no such guards; the services and the admin refuse the same changes there.
 """
 
-from collections.abc import Callable
-
-from django.apps.registry import Apps
 from django.db import migrations
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+
+from tiffin.migration_operations import on_postgresql
 
 _GUARDS = r"""
 CREATE FUNCTION payouts_payout_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -108,20 +106,10 @@ DROP FUNCTION payouts_payout_append_only();
 """
 
 
-def _on_postgresql(sql: str) -> Callable[[Apps, BaseDatabaseSchemaEditor], None]:
-    def run(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-        if schema_editor.connection.vendor == "postgresql":
-            # No parameters: the SQL's % signs are PL/pgSQL's, not placeholders.
-            with schema_editor.connection.cursor() as cursor:
-                cursor.execute(sql)
-
-    return run
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("payouts", "0003_payout_rate_and_tzdata_version"),
         ("orders", "0002_ledger_deactivation_and_rate_history"),
     ]
 
-    operations = [migrations.RunPython(_on_postgresql(_GUARDS), _on_postgresql(_DROP))]
+    operations = [migrations.RunPython(on_postgresql(_GUARDS), on_postgresql(_DROP))]

@@ -9,11 +9,9 @@ clause is its own condition, evaluated without the call. A WHEN clause may not n
 on INSERT nor NEW on DELETE, hence one trigger per event. What the guard refuses is
 unchanged (tests/integration/test_ledger.py tries every column it protects)."""
 
-from collections.abc import Callable
-
-from django.apps.registry import Apps
 from django.db import migrations
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+
+from tiffin.migration_operations import on_postgresql
 
 _PER_EVENT = """
 DROP TRIGGER orders_order_payout_guard ON orders_order;
@@ -35,16 +33,7 @@ CREATE TRIGGER orders_order_payout_guard BEFORE INSERT OR UPDATE OR DELETE ON or
 """
 
 
-def _on_postgresql(sql: str) -> Callable[[Apps, BaseDatabaseSchemaEditor], None]:
-    def run(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-        if schema_editor.connection.vendor == "postgresql":
-            with schema_editor.connection.cursor() as cursor:
-                cursor.execute(sql)
-
-    return run
-
-
 class Migration(migrations.Migration):
     dependencies = [("payouts", "0005_payout_restaurant_served_by_unique_key")]
 
-    operations = [migrations.RunPython(_on_postgresql(_PER_EVENT), _on_postgresql(_ONE))]
+    operations = [migrations.RunPython(on_postgresql(_PER_EVENT), on_postgresql(_ONE))]
