@@ -75,7 +75,14 @@ def tick_pass(*, now: datetime) -> TickReport:
     schedules = schedules_ensure(now=now)
     report = TickReport(now=now)
     plans, report.more_due = cron_jobs_plan(schedules=schedules, now=now)
-    report.claimed = cron_ticks_claim(plans=plans, now=now)
+    # A cron job whose claim keeps failing must not stop the rest of the pass: the due
+    # delayed runs (every order's cancellation), retries and abandonments still go out,
+    # then its error is raised, so the failure is never silent.
+    claim_error: Exception | None = None
+    try:
+        report.claimed = cron_ticks_claim(plans=plans, now=now)
+    except Exception as error:  # re-raised below, after steps 3 to 5
+        claim_error = error
     paused = {name for name, schedule in schedules.items() if schedule.paused}
     work = pass_work_find(now=now, paused=paused)
     if work.long_running_jobs:
@@ -87,6 +94,8 @@ def tick_pass(*, now: datetime) -> TickReport:
         report.first_due, report.first_due_known = work.first_due, True
     if work.stale:
         report.requeued = runs_requeue_stale(now=now)
+    if claim_error is not None:
+        raise claim_error
     return report
 
 
@@ -174,7 +183,8 @@ def _cron_plans_claim_one_by_one(*, plans: list[CronPlan], now: datetime) -> lis
         try:
             with transaction.atomic():
                 won += runs_claim(job=plan.job, plan=plan.ticks, trigger=Trigger.CRON, now=now)
-        except Exception as job_error:  # raised below, once the other jobs are committed
+        except Exception as job_error:  # the first is raised below, once the other jobs are committed
+            logger.exception("claiming the due ticks of %s failed; the other jobs' claims stand", plan.job.name)
             error = error or job_error
     if error is not None:
         raise error

@@ -158,6 +158,28 @@ def test_a_job_whose_enqueue_fails_costs_only_its_own_ticks():
 
 
 @pytest.mark.django_db
+def test_a_cron_job_whose_claim_fails_still_lets_the_pass_hand_out_due_delayed_runs():
+    jobs = [make_job("broken"), make_job("cancel-later", delayed=True)]
+    real_package = queue._package
+
+    def package(job_name, run_ids):
+        if job_name == "broken":
+            raise RuntimeError("the queue refused the task")
+        return real_package(job_name, run_ids)
+
+    with registry.replaced(*jobs):
+        schedules_register(now=T0)
+        with transaction.atomic():
+            services.run_schedule_delayed(job_name="cancel-later", subject="order:1", scheduled_for=T0, now=T0)
+        with mock.patch.object(queue, "_package", package), pytest.raises(RuntimeError, match="refused"):
+            tick_pass(now=T0 + timedelta(minutes=10))
+        delayed = JobRun.objects.get(job_name="cancel-later")
+    assert delayed.status == RunStatus.ENQUEUED
+    assert [task["group"] for task in queued_tasks()] == ["cancel-later"]
+    assert not JobRun.objects.filter(job_name="broken").exists()
+
+
+@pytest.mark.django_db
 def test_a_task_enqueued_in_a_batch_is_the_task_async_task_stores():
     with registry.replaced(make_job("reports")):
         async_task(queue.EXECUTE_TASK, [7, 8], task_name="reports:7", group="reports")
