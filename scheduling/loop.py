@@ -52,6 +52,12 @@ class SchedulerLoop:
             logger.exception("scheduler pass failed; retrying in %ss", ERROR_BACKOFF_SECONDS)
             connection.close()
             return ERROR_BACKOFF_SECONDS
+        except Exception:
+            # Anything else (a job whose claim or enqueue keeps failing, a pre_enqueue
+            # handler that raises): the pass did what it could (tick_pass runs its other
+            # steps first) and says why; the loop, and with it the worker, keeps going.
+            logger.exception("scheduler pass failed; retrying in %ss", ERROR_BACKOFF_SECONDS)
+            return ERROR_BACKOFF_SECONDS
 
     def process_one_pass(self) -> float:
         now = clock.now()

@@ -10,7 +10,7 @@ from django.test import override_settings
 
 from scheduling import services
 from scheduling.dispatch import next_wakeup, tick_pass
-from scheduling.loop import SchedulerLoop
+from scheduling.loop import ERROR_BACKOFF_SECONDS, SchedulerLoop
 from scheduling.models import JobRun, SchedulerNode
 from scheduling.registry import registry
 from tests.engine import T0, make_job
@@ -70,3 +70,16 @@ def test_a_pass_after_an_outage_claims_the_missed_ticks():
         with time_machine.travel(T0 + timedelta(hours=3, minutes=5), tick=False):
             SchedulerLoop(name="n").process_one_pass()
     assert JobRun.objects.count() == 3
+
+
+@pytest.mark.django_db
+def test_a_pass_that_raises_something_other_than_a_database_error_backs_off_instead_of_ending_the_loop(caplog):
+    def broken(*, now):
+        raise RuntimeError("a pre_enqueue handler refused")
+
+    loop = SchedulerLoop(name="test-node")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("scheduling.loop.tick_pass", broken)
+        delay = loop.process_one_pass_safely()
+    assert delay == ERROR_BACKOFF_SECONDS
+    assert "a pre_enqueue handler refused" in caplog.text
