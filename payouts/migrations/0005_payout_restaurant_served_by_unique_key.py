@@ -7,12 +7,28 @@ Only the index is dropped: Django's own AlterField would drop and re-add the for
 constraint, which re-validates it over the whole ledger under a lock."""
 
 import django.db.models.deletion
+from django.apps.registry import Apps
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 _INDEX = "payouts_payout_restaurant_id_cee515c0"
 
 
+def _drop(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+    # CONCURRENTLY on PostgreSQL: a plain DROP INDEX takes an ACCESS EXCLUSIVE lock, which
+    # would queue behind a running payout batch and block the admin and the ledger check.
+    concurrently = " CONCURRENTLY" if schema_editor.connection.vendor == "postgresql" else ""
+    schema_editor.execute(f"DROP INDEX{concurrently} IF EXISTS {_INDEX}")
+
+
+def _create(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+    concurrently = " CONCURRENTLY" if schema_editor.connection.vendor == "postgresql" else ""
+    schema_editor.execute(f"CREATE INDEX{concurrently} {_INDEX} ON payouts_payout (restaurant_id)")
+
+
 class Migration(migrations.Migration):
+    atomic = False  # DROP INDEX CONCURRENTLY cannot run in a transaction
+
     dependencies = [
         ("orders", "0003_order_placed_at_index"),
         ("payouts", "0004_ledger_guards"),
@@ -32,11 +48,6 @@ class Migration(migrations.Migration):
                     ),
                 ),
             ],
-            database_operations=[
-                migrations.RunSQL(
-                    f"DROP INDEX IF EXISTS {_INDEX}",
-                    f"CREATE INDEX {_INDEX} ON payouts_payout (restaurant_id)",
-                ),
-            ],
+            database_operations=[migrations.RunPython(_drop, _create)],
         ),
     ]
