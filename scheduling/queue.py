@@ -19,6 +19,8 @@ from django_q.signals import pre_enqueue
 from django_q.signing import SignedPackage
 from django_q.tasks import async_task
 
+from scheduling.events import BULK_ROWS
+
 EXECUTE_TASK = "scheduling.tasks.execute_runs"
 
 
@@ -46,7 +48,7 @@ def enqueue_runs_many(*, tasks: Sequence[tuple[str, Sequence[int]]]) -> None:
         return
     lock = timezone.now()
     rows = [OrmQ(key=broker.list_key, payload=SignedPackage.dumps(_package(job, ids)), lock=lock) for job, ids in tasks]
-    OrmQ.objects.using(Conf.ORM).bulk_create(rows)
+    OrmQ.objects.using(Conf.ORM).bulk_create(rows, batch_size=BULK_ROWS)
 
 
 def _task_name(job_name: str, run_ids: Sequence[int]) -> str:
