@@ -90,7 +90,9 @@ def tick_pass(*, now: datetime) -> TickReport:
     if work.due:
         report.enqueued_due, more_due = runs_enqueue_due(now=now, paused=paused)
         report.more_due = report.more_due or more_due
-    else:
+    elif not report.abandoned:
+        # Read before this pass's abandonments: each of those is a retry due after its
+        # backoff, which the probe could not see (then next_wakeup asks again).
         report.first_due, report.first_due_known = work.first_due, True
     if work.stale:
         report.requeued = runs_requeue_stale(now=now)

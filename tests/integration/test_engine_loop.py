@@ -10,9 +10,11 @@ from django.test import override_settings
 
 from scheduling import services
 from scheduling.dispatch import next_wakeup, tick_pass
+from scheduling.execution import runs_start
 from scheduling.loop import ERROR_BACKOFF_SECONDS, SchedulerLoop
 from scheduling.models import JobRun, SchedulerNode
 from scheduling.registry import registry
+from scheduling.schedules import schedules_register
 from tests.engine import T0, make_job
 
 
@@ -83,3 +85,17 @@ def test_a_pass_that_raises_something_other_than_a_database_error_backs_off_inst
         delay = loop.process_one_pass_safely()
     assert delay == ERROR_BACKOFF_SECONDS
     assert "a pre_enqueue handler refused" in caplog.text
+
+
+@pytest.mark.django_db
+def test_after_a_pass_that_abandoned_a_run_it_wakes_for_that_runs_retry():
+    job = make_job("hourly", cron="0 * * * *", timeout_seconds=300, backoff_seconds=10, max_attempts=3)
+    with registry.replaced(job):
+        schedules_register(now=T0 - timedelta(minutes=1))
+        tick_pass(now=T0)
+        [run] = JobRun.objects.filter(job_name="hourly")
+        runs_start(job=job, run_ids=[run.id], now=T0, worker="frozen")
+        later = T0 + timedelta(seconds=301)
+        report = tick_pass(now=later)
+        assert report.abandoned == 1
+        assert next_wakeup(now=later, report=report) == later + timedelta(seconds=10)
