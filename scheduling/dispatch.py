@@ -135,7 +135,7 @@ def cron_jobs_plan(*, schedules: dict[str, sql.ScheduleState], now: datetime) ->
     plans, more = [], False
     for job in registry.cron_jobs():
         schedule = schedules[job.name]
-        ticks = cron_job_due_ticks(job=job, schedule=schedule, now=now, cursor=schedule.cursor)
+        ticks = cron_job_due_ticks(job=job, schedule=schedule, now=now)
         if ticks:
             planned = misfire_plan(job=job, ticks=ticks, now=now, paused=schedule.paused, limit=limit)
             plans.append(CronPlan(job, planned))
@@ -143,12 +143,10 @@ def cron_jobs_plan(*, schedules: dict[str, sql.ScheduleState], now: datetime) ->
     return plans, more
 
 
-def cron_job_due_ticks(
-    *, job: Job, schedule: sql.ScheduleState, now: datetime, cursor: datetime | None
-) -> list[datetime]:
+def cron_job_due_ticks(*, job: Job, schedule: sql.ScheduleState, now: datetime) -> list[datetime]:
     """Ticks after the cursor (or first sighting), within the bounded look-back, up to now."""
     lookback = now - timedelta(seconds=settings.SCHEDULER_LOOKBACK_SECONDS)
-    bounds = [b for b in (cursor, schedule.first_seen_at, lookback) if b is not None]
+    bounds = [b for b in (schedule.cursor, schedule.first_seen_at, lookback) if b is not None]
     return cron.ticks_between(job.cron, job.timezone, max(bounds), now)
 
 

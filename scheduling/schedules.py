@@ -9,13 +9,12 @@ from scheduling.models import Schedule
 from scheduling.registry import Job, registry
 from scheduling.sql import SCHEDULE_DECLARED_COLUMNS, ScheduleState, schedule_states
 
-# Columns that come from the declaration; the rest (first_seen_at, paused...) are the
-# database's memory and are never overwritten by a registration.
-DECLARED_FIELDS = SCHEDULE_DECLARED_COLUMNS
+# The columns that come from the declaration (sql.SCHEDULE_DECLARED_COLUMNS); the rest
+# (first_seen_at, paused...) are the database's memory, never overwritten by a registration.
 
 
 def _declared(job: Job) -> dict[str, Any]:
-    return {name: getattr(job, name) for name in DECLARED_FIELDS}
+    return {name: getattr(job, name) for name in SCHEDULE_DECLARED_COLUMNS}
 
 
 def schedules_register(*, now: datetime) -> None:
@@ -31,7 +30,7 @@ def schedules_register(*, now: datetime) -> None:
         rows,
         update_conflicts=True,
         unique_fields=["job_name"],
-        update_fields=[*DECLARED_FIELDS, "registered_at"],
+        update_fields=[*SCHEDULE_DECLARED_COLUMNS, "registered_at"],
     )
 
 

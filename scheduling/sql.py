@@ -246,18 +246,23 @@ def schedule_states() -> dict[str, ScheduleState]:
     on every pass as PostgreSQL spent running it, and a pass read the schedules and the
     cursors with two statements (bench/profile_scheduler.py).
     """
-    # SQLite returns text and 0/1: its own converter makes the aware datetime the ORM would.
-    convert = getattr(connection.ops, "convert_datetimefield_value", lambda value, *_: value)
     states = {}
     for name, first_seen_at, paused, *declared, cursor in fetch(SCHEDULE_STATES, []):
         states[name] = ScheduleState(
             job_name=name,
-            first_seen_at=convert(first_seen_at, None, connection),
-            paused=bool(paused),
+            first_seen_at=_instant(first_seen_at),
+            paused=bool(paused),  # SQLite returns 0 or 1
             declared=tuple(declared),
-            cursor=None if cursor is None else convert(cursor, None, connection),
+            cursor=_instant(cursor),
         )
     return states
+
+
+def _instant(value: Any) -> Any:
+    """A timestamp column read by hand, as the ORM would read it: SQLite returns text, which
+    its own converter makes the aware datetime; PostgreSQL's already is one. None stays None."""
+    convert = getattr(connection.ops, "convert_datetimefield_value", None)
+    return value if value is None or convert is None else convert(value, None, connection)
 
 
 # --- The run queries of a pass (scheduling.dispatch) -------------------------------------
@@ -308,12 +313,7 @@ def pass_work_find(
         [*due_params, started_before, enqueued_before, *stale_params],
     )
     running = frozenset(name for kind, name, _ in rows if kind == "running")
-    first_due = next((at for kind, _, at in rows if kind == "due"), None)
-    if first_due is not None:
-        # SQLite returns text: its own converter makes the aware datetime the ORM would.
-        first_due = getattr(connection.ops, "convert_datetimefield_value", lambda value, *_: value)(
-            first_due, None, connection
-        )
+    first_due = _instant(next((at for kind, _, at in rows if kind == "due"), None))
     due = first_due is not None and first_due <= due_by
     stale = any(kind == "stale" for kind, _, _ in rows)
     return PassWork(long_running_jobs=running, due=due, stale=stale, first_due=first_due)

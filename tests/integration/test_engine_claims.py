@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from unittest import mock
 
@@ -136,19 +137,24 @@ def test_a_pass_claims_every_jobs_due_ticks_in_one_statement():
     assert len(queued_tasks()) == 10
 
 
+def _queue_refusing(job_name: str) -> AbstractContextManager[object]:
+    """django-q2's queue refusing every task of ``job_name`` (a pre_enqueue handler that raises)."""
+    real_package = queue._package
+
+    def package(name, run_ids):
+        if name == job_name:
+            raise RuntimeError("the queue refused the task")
+        return real_package(name, run_ids)
+
+    return mock.patch.object(queue, "_package", package)
+
+
 @pytest.mark.django_db
 def test_a_job_whose_enqueue_fails_costs_only_its_own_ticks():
     jobs = [make_job("before", cron="*/10 * * * *"), make_job("broken"), make_job("after")]
-    real_package = queue._package
-
-    def package(job_name, run_ids):
-        if job_name == "broken":
-            raise RuntimeError("the queue refused the task")
-        return real_package(job_name, run_ids)
-
     with registry.replaced(*jobs):
         schedules_register(now=T0)
-        with mock.patch.object(queue, "_package", package), pytest.raises(RuntimeError, match="refused"):
+        with _queue_refusing("broken"), pytest.raises(RuntimeError, match="refused"):
             tick_pass(now=T0 + timedelta(minutes=10))
         claimed = sorted(JobRun.objects.values_list("job_name", flat=True))
         tasks = sorted(task["group"] for task in queued_tasks())
@@ -160,18 +166,11 @@ def test_a_job_whose_enqueue_fails_costs_only_its_own_ticks():
 @pytest.mark.django_db
 def test_a_cron_job_whose_claim_fails_still_lets_the_pass_hand_out_due_delayed_runs():
     jobs = [make_job("broken"), make_job("cancel-later", delayed=True)]
-    real_package = queue._package
-
-    def package(job_name, run_ids):
-        if job_name == "broken":
-            raise RuntimeError("the queue refused the task")
-        return real_package(job_name, run_ids)
-
     with registry.replaced(*jobs):
         schedules_register(now=T0)
         with transaction.atomic():
             services.run_schedule_delayed(job_name="cancel-later", subject="order:1", scheduled_for=T0, now=T0)
-        with mock.patch.object(queue, "_package", package), pytest.raises(RuntimeError, match="refused"):
+        with _queue_refusing("broken"), pytest.raises(RuntimeError, match="refused"):
             tick_pass(now=T0 + timedelta(minutes=10))
         delayed = JobRun.objects.get(job_name="cancel-later")
     assert delayed.status == RunStatus.ENQUEUED
