@@ -13,14 +13,14 @@ import os
 import socket
 import traceback
 from datetime import datetime
+from typing import cast
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DatabaseError, connection, transaction
-from django.db.models import F
 
 from scheduling import metrics, sql
 from scheduling.context import RunContext
-from scheduling.events import runs_record
+from scheduling.events import runs_log, runs_record
 from scheduling.models import JobRun, Overlap, RunStatus, SkipReason
 from scheduling.policies import OverlapDecision, overlap_blockers, overlap_decide
 from scheduling.registry import Job, registry
@@ -41,15 +41,18 @@ def runs_execute(*, run_ids: list[int], worker: str) -> list[RunContext]:
     if job_name is None:
         return []
     job = registry.get(job_name)
-    contexts = runs_start(job=job, run_ids=run_ids, now=clock.now(), worker=worker)
+    started = _runs_start(job=job, run_ids=run_ids, now=clock.now(), worker=worker)
+    contexts = _contexts(started)
     if contexts:
-        runs_call_handler(job=job, contexts=contexts)
+        runs_call_handler(job=job, contexts=contexts, runs=started)
     return contexts
 
 
-def runs_call_handler(*, job: Job, contexts: list[RunContext]) -> None:
-    """Call the handler of started runs and record the outcome (succeeded or failed)."""
-    runs = list(JobRun.objects.filter(id__in=[c.run_id for c in contexts]).order_by("id"))
+def runs_call_handler(*, job: Job, contexts: list[RunContext], runs: list[JobRun] | None = None) -> None:
+    """Call the handler of started runs and record the outcome (succeeded or failed).
+    ``runs``: the same runs as they were started, if the caller has them (else read)."""
+    if runs is None:
+        runs = list(JobRun.objects.filter(id__in=[c.run_id for c in contexts]).order_by("id"))
     try:
         result = job.handler(contexts) if job.batch_size > 1 else job.handler(contexts[0])
         # Stored as JSON: a result that cannot be is the handler's failure, not the worker's.
@@ -83,6 +86,11 @@ def runs_start(*, job: Job, run_ids: list[int], now: datetime, worker: str) -> l
     conditional update of step 3 alone tells which runs were still enqueued (a delayed
     job's batch of 200 runs was read whole only to learn their ids).
     """
+    return _contexts(_runs_start(job=job, run_ids=run_ids, now=now, worker=worker))
+
+
+def _runs_start(*, job: Job, run_ids: list[int], now: datetime, worker: str) -> list[JobRun]:
+    """``runs_start``, returning the runs started as they now are."""
     with transaction.atomic():
         if not _overlap_governs(job=job, run_ids=run_ids):
             return _start(run_ids=run_ids, now=now, worker=worker)
@@ -101,27 +109,21 @@ def _overlap_governs(*, job: Job, run_ids: list[int]) -> bool:
     return job.is_cron and JobRun.objects.filter(id__in=run_ids).exclude(overlap="").exists()
 
 
-def _start(*, run_ids: list[int], now: datetime, worker: str) -> list[RunContext]:
-    fence = sql.next_fence()
-    JobRun.objects.filter(id__in=run_ids, status=RunStatus.ENQUEUED).update(
-        status=RunStatus.RUNNING,
-        fence=fence,
-        attempts=F("attempts") + 1,
-        started_at=now,
-        heartbeat_at=now,
-        finished_at=None,
-        worker=worker[:200],
-    )
-    started = list(JobRun.objects.filter(id__in=run_ids, fence=fence).order_by("id"))
-    runs_record(started, kind="started", now=now)
+def _start(*, run_ids: list[int], now: datetime, worker: str) -> list[JobRun]:
+    started = sql.start_runs(run_ids=run_ids, fence=sql.next_fence(), now=now, worker=worker)
+    runs_log(started, kind="started", now=now)
     metrics.runs_started_observe(runs=started, now=now)
+    return started
+
+
+def _contexts(started: list[JobRun]) -> list[RunContext]:
     return [
         RunContext(
             run_id=run.id,
             job_name=run.job_name,
             subject=run.subject,
             scheduled_for=run.scheduled_for,
-            fence=fence,
+            fence=cast(int, run.fence),  # written by the start
             attempt=run.attempts,
             trigger=run.trigger,
         )
