@@ -9,6 +9,7 @@ to one written by the ORM (SQLite stores naive UTC text, PostgreSQL timestamptz)
 from __future__ import annotations
 
 import functools
+import itertools
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -17,6 +18,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, models
+from django.db.models import Q
 
 from scheduling.models import DUE_STATUSES, FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
 from tiffin.db import execute, fetch, id_in
@@ -133,6 +135,47 @@ def start_runs(*, run_ids: Sequence[int], fence: int, now: datetime, worker: str
          for run in started]
     )  # fmt: skip
     return started
+
+
+def succeed_runs(runs: Sequence[JobRun], *, now: datetime, result: Any) -> set[int]:
+    """Mark succeeded those of ``runs`` still running with the fence each holds; return
+    their ids (the others were no longer their worker's).
+
+    On PostgreSQL one UPDATE joined to the (id, fence) pairs, returning the ids it
+    changed; elsewhere the owned rows are locked and read first, then updated.
+    """
+    if not runs:
+        return set()
+    stored = JobRun._meta.get_field("result").get_db_prep_save(result, connection)
+    if connection.vendor == "postgresql":
+        params = {
+            "ids": [run.id for run in runs], "fences": [run.fence for run in runs], "now": now, "result": stored,
+            "running": RunStatus.RUNNING.value, "succeeded": RunStatus.SUCCEEDED.value,
+        }  # fmt: skip
+        return {row[0] for row in fetch(_SUCCEED_POSTGRESQL, params)}
+    ids = set(JobRun.objects.select_for_update().filter(_owned_by_fence(runs)).values_list("id", flat=True))
+    JobRun.objects.filter(id__in=ids).update(status=RunStatus.SUCCEEDED, finished_at=now, result=result, error="")
+    return ids
+
+
+def _owned_by_fence(runs: Sequence[JobRun]) -> Q:
+    """Each of ``runs`` still running with its fence: one condition per fence (a started
+    batch shares one)."""
+    condition = Q(pk__in=[])
+    for fence, group in itertools.groupby(sorted(runs, key=_fence_key), key=_fence_key):
+        condition |= Q(id__in=[run.id for run in group], status=RunStatus.RUNNING, fence=fence)
+    return condition
+
+
+def _fence_key(run: JobRun) -> int:
+    return run.fence if run.fence is not None else -1
+
+
+_SUCCEED_POSTGRESQL = (
+    "UPDATE job_runs AS j SET status = %(succeeded)s, finished_at = %(now)s, result = %(result)s, error = '' "
+    "FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS o (id, fence) "
+    "WHERE j.id = o.id AND j.fence = o.fence AND j.status = %(running)s RETURNING j.id"
+)
 
 
 @functools.cache
