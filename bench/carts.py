@@ -45,14 +45,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import psycopg
-from psycopg import sql as pgsql
-
 from bench.common import (
-    DATABASE_PREFIX,
     PYTHON,
     ROOT,
-    SERVER_URL,
     Report,
     Row,
     Stopwatch,
@@ -60,9 +55,9 @@ from bench.common import (
     child_env,
     child_start,
     children,
+    database_clone,
     database_create,
     database_drop,
-    database_url,
     django_setup,
     percentile,
     sql_run,
@@ -111,15 +106,6 @@ def data_generate(url: str, carts: int) -> float:
             )
         ],
     )
-
-
-def database_clone(source: str, target: str) -> str:
-    """A byte-identical copy of ``source`` (nobody may be connected to it meanwhile)."""
-    names = [pgsql.Identifier(f"{DATABASE_PREFIX}{name}") for name in (target, source)]
-    with psycopg.connect(f"{SERVER_URL}/postgres", autocommit=True) as conn:
-        conn.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(names[0]))
-        conn.execute(pgsql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(*names))
-    return database_url(target)
 
 
 # --- The second process -----------------------------------------------------------------
