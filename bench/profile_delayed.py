@@ -10,7 +10,8 @@
    the job's ``batch_size``), without django-q2's own hand-over.
 
 Each step runs under cProfile; it prints the step's wall and CPU time per 1,000 orders,
-the SQL statements per order (counted with Django's ``execute_wrapper``) and the
+the CPU of this connection's PostgreSQL backend (read from /proc when the server runs on
+this machine), the SQL statements per order (counted with Django's ``execute_wrapper``) and the
 functions with the most cumulative time. It measures a fresh database of its own
 (``<prefix>profile_delayed``) with DEBUG off.
 """
@@ -20,12 +21,15 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import math
+import os
 import pstats
 import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from bench.common import database_create, django_setup, sql_run
@@ -42,16 +46,35 @@ def measured(name: str, orders: int, top: int, work: Callable[[], object]) -> No
         return execute(sql, params, many, context)
 
     profile = cProfile.Profile(time.process_time)
+    server = _backend_cpu()
     wall, cpu = time.perf_counter(), time.process_time()
     with connection.execute_wrapper(count):
         profile.runcall(work)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    server = _backend_cpu() - server
     per_order = {kind: round(n / orders, 3) for kind, n in statements.most_common()}
     print(f"\n== {name}: {wall / orders * 1000:.3f} s wall, {cpu / orders * 1000:.3f} s CPU per 1,000 orders")
+    if not math.isnan(server):
+        print(f"PostgreSQL (this connection's backend): {server / orders * 1000:.3f} s CPU per 1,000 orders")
     print(f"statements per order: {sum(statements.values()) / orders:.2f} {per_order}")
     out = io.StringIO()
     pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(top)
     print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:8000])
+
+
+def _backend_cpu() -> float:
+    """CPU seconds used so far by this connection's PostgreSQL backend, from /proc (NaN
+    when the server is not on this machine): unlike the client's, not inflated by cProfile."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
