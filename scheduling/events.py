@@ -14,9 +14,10 @@ from tiffin.db import execute
 
 logger = logging.getLogger("scheduling.runs")
 
-# Rows per INSERT of a bulk write (events on SQLite, the queue's rows): 1,000 events are 7,000 parameters, far under
-# PostgreSQL's 65,535 per statement, which server-side binding makes a real limit
-# (Django sets no batch size of its own there) should SCHEDULER_DUE_BATCH be raised.
+# Rows per INSERT of a bulk write (events on SQLite, the queue's rows): 1,000 events are
+# 7,000 parameters, far under PostgreSQL's 65,535 per statement, which server-side binding
+# makes a real limit (Django sets no batch size of its own there) should
+# SCHEDULER_DUE_BATCH be raised.
 BULK_ROWS = 1000
 
 
@@ -32,22 +33,27 @@ _RECORD_POSTGRESQL = (
 
 def runs_record(runs: Sequence[JobRun], *, kind: str, now: datetime, message: str = "") -> None:
     """Record that ``runs`` went through transition ``kind`` (started, succeeded, ...)."""
+    events_write(runs, kind=kind, now=now, message=message)
+    runs_log(runs, kind=kind, now=now, message=message)
+
+
+def events_write(runs: Sequence[JobRun], *, kind: str, now: datetime, message: str = "") -> None:
+    """The event rows of ``runs_record`` alone, without the log lines."""
     if not runs:
         return
     stored = message[:2000]
     if connection.vendor == "postgresql":
-        columns = [[run.id for run in runs], [run.attempts for run in runs], [run.fence for run in runs]]
-        execute(_RECORD_POSTGRESQL, [now, kind, stored, *columns, [run.worker for run in runs]])
-    else:
-        events = [
-            JobRunEvent(
-                run_id=run.id, at=now, kind=kind, attempt=run.attempts, fence=run.fence, worker=run.worker,
-                message=stored,
-            )
-            for run in runs
-        ]  # fmt: skip
-        JobRunEvent.objects.bulk_create(events, batch_size=BULK_ROWS)
-    runs_log(runs, kind=kind, now=now, message=message)
+        columns = [[run.id for run in runs], [run.attempts for run in runs], [run.fence for run in runs],
+                   [run.worker for run in runs]]  # fmt: skip
+        execute(_RECORD_POSTGRESQL, [now, kind, stored, *columns])
+        return
+    events = [
+        JobRunEvent(
+            run_id=run.id, at=now, kind=kind, attempt=run.attempts, fence=run.fence, worker=run.worker, message=stored
+        )
+        for run in runs
+    ]
+    JobRunEvent.objects.bulk_create(events, batch_size=BULK_ROWS)
 
 
 def runs_log(runs: Sequence[JobRun], *, kind: str, now: datetime, message: str = "") -> None:

@@ -20,6 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, models
 from django.db.models import Q
 
+from scheduling.events import events_write
 from scheduling.models import DUE_STATUSES, FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
 from tiffin.db import execute, fetch, id_in
 
@@ -130,10 +131,7 @@ def start_runs(*, run_ids: Sequence[int], fence: int, now: datetime, worker: str
         heartbeat_at=now, finished_at=None, worker=params["worker"],
     )  # fmt: skip
     started = list(JobRun.objects.filter(id__in=run_ids, fence=fence).order_by("id"))
-    JobRunEvent.objects.bulk_create(
-        [JobRunEvent(run_id=run.id, at=now, kind="started", attempt=run.attempts, fence=fence, worker=run.worker)
-         for run in started]
-    )  # fmt: skip
+    events_write(started, kind="started", now=now)
     return started
 
 
@@ -146,8 +144,8 @@ def succeed_runs(runs: Sequence[JobRun], *, now: datetime, result: Any) -> set[i
     """
     if not runs:
         return set()
-    stored = JobRun._meta.get_field("result").get_db_prep_save(result, connection)
     if connection.vendor == "postgresql":
+        stored = JobRun._meta.get_field("result").get_db_prep_save(result, connection)
         params = {
             "ids": [run.id for run in runs], "fences": [run.fence for run in runs], "now": now, "result": stored,
             "running": RunStatus.RUNNING.value, "succeeded": RunStatus.SUCCEEDED.value,
