@@ -10,6 +10,8 @@ from tiffin.validators import validate_time_zone
 # The jobs of this app (orders/jobs.py); reads and writes both name them.
 CANCEL_STALE_ORDER_JOB = "cancel-stale-order"
 CANCEL_STALE_ORDERS_JOB = "cancel-stale-orders"
+# A cancel-stale-order run's subject: this prefix and the order's id ("order:42").
+ORDER_SUBJECT_PREFIX = "order:"
 # What an order the stale-order cancellation cancelled records as its reason.
 STALE_CANCEL_REASON = "not accepted in time"
 

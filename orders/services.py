@@ -18,11 +18,11 @@ the order counts towards its payout when delivered; undoing that is a refund, wh
 application does not model. The stale-order jobs rely on it: an order the restaurant
 accepted or rejected in the meantime is left alone, not cancelled.
 
-Placing an order also creates, in the same transaction, its delayed ``cancel-stale-order``
-run due at ``placed_at + ORDER_ACCEPT_TIMEOUT_SECONDS``: the order and its cancellation
-commit or roll back together, so an order never exists without one. The ``cancel-stale-orders``
-safety net covers orders whose run is missing anyway (written by other means, such as a
-bulk import or the demo seed) or dead.
+Placing an order also creates its delayed ``cancel-stale-order`` run due at ``placed_at +
+ORDER_ACCEPT_TIMEOUT_SECONDS``: the order and its cancellation commit or roll back together
+(on PostgreSQL they are one statement, ``orders/sql.py``), so an order never exists
+without one. The ``cancel-stale-orders`` safety net covers orders whose run is missing
+anyway (written by other means, such as a bulk import or the demo seed) or dead.
 """
 
 from __future__ import annotations
@@ -38,9 +38,11 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import OuterRef
 
+from orders import sql
 from orders.errors import LedgerError, OrderError, OrderNotFoundError, OrderTransitionError, RestaurantNotFoundError
 from orders.models import (
     CANCEL_STALE_ORDER_JOB,
+    ORDER_SUBJECT_PREFIX,
     STALE_CANCEL_REASON,
     CommissionRateChange,
     Order,
@@ -49,11 +51,9 @@ from orders.models import (
 )
 from orders.selectors import order_status_get, restaurant_paid_through
 from scheduling.selectors import run_in_flight_exists
-from scheduling.services import run_schedule_delayed
+from scheduling.services import run_schedule_delayed_with_subject
 from tiffin import clock
 from tiffin.validators import require_aware, validate_time_zone
-
-_SUBJECT_PREFIX = "order:"
 
 _NAME_MAX = Restaurant._meta.get_field("name").max_length or 200
 _CUSTOMER_REF_MAX = Order._meta.get_field("customer_ref").max_length or 64
@@ -94,15 +94,15 @@ def order_place(*, restaurant: Restaurant, customer_ref: str, total: Decimal, no
         raise ValidationError(errors)
     if not restaurant.is_active:
         raise OrderError(f"restaurant {restaurant.pk} ({restaurant.name}) is not taking orders: it is inactive")
-    with transaction.atomic():
-        order = Order.objects.create(restaurant=restaurant, customer_ref=customer_ref, total=total, placed_at=now)
-        run_schedule_delayed(
-            job_name=CANCEL_STALE_ORDER_JOB,
-            subject=order_cancellation_subject(order_id=order.pk),
-            scheduled_for=order_accept_deadline(placed_at=now),
-            now=now,
-        )
-        return order
+    row, _run = run_schedule_delayed_with_subject(
+        job_name=CANCEL_STALE_ORDER_JOB,
+        subject=sql.order_insert(restaurant_id=restaurant.pk, customer_ref=customer_ref, total=total, placed_at=now),
+        scheduled_for=order_accept_deadline(placed_at=now),
+        now=now,
+    )
+    order = sql.order_from_row(row)
+    order.restaurant = restaurant
+    return order
 
 
 def order_accept_deadline(*, placed_at: datetime) -> datetime:
@@ -111,12 +111,12 @@ def order_accept_deadline(*, placed_at: datetime) -> datetime:
 
 
 def order_cancellation_subject(*, order_id: int) -> str:
-    return f"{_SUBJECT_PREFIX}{order_id}"
+    return f"{ORDER_SUBJECT_PREFIX}{order_id}"
 
 
 def order_id_from_subject(subject: str) -> int:
     """The order a ``cancel-stale-order`` run is about; ValueError if the subject is not one."""
-    number = subject.removeprefix(_SUBJECT_PREFIX)
+    number = subject.removeprefix(ORDER_SUBJECT_PREFIX)
     if number == subject or not number.isdigit():
         raise ValueError(f"run subject {subject!r} does not name an order (expected 'order:<id>')")
     return int(number)
@@ -290,7 +290,7 @@ def _overdue_order_ids(*, limit: int) -> list[int]:
     # flight will act on its order, so the safety net leaves such orders to it; any other
     # state (dead, or no run at all) means nobody will.
     live_run = run_in_flight_exists(
-        job_name=CANCEL_STALE_ORDER_JOB, subject_prefix=_SUBJECT_PREFIX, subject_id=OuterRef("id")
+        job_name=CANCEL_STALE_ORDER_JOB, subject_prefix=ORDER_SUBJECT_PREFIX, subject_id=OuterRef("id")
     )
     return list(
         Order.objects.select_for_update(skip_locked=True, of=("self",))

@@ -230,14 +230,30 @@ def runs_claim(
     together. ``overlap``: the policy the runs follow instead of the job's (a backfill's)."""
     rows = [_claim_row(job.name, subject, planned, trigger, now, overlap) for planned in plan]
     won = sorted(sql.claim_runs(rows), key=lambda run: run.scheduled_for)
-    metrics.claims_count(job_name=job.name, won=len(won), attempted=len(rows))
     for run in won:
         if enqueue and run.status == RunStatus.ENQUEUED:
             enqueue_runs(job_name=job.name, run_ids=[run.id])
-    # Their events were written with the claims (sql.claim_runs); only the log lines are left.
+    _claims_counted(job=job, won=won, attempted=len(rows), now=now)
+    return won
+
+
+def runs_claim_with_subject(
+    *, job: Job, planned: PlannedTick, subject: sql.SubjectInsert, now: datetime
+) -> tuple[tuple[Any, ...], JobRun | None]:
+    """Insert a new subject's row and claim its delayed run (``planned``, not yet due):
+    together, in one statement on PostgreSQL (``sql.claim_run_with_subject``). Returns the
+    subject's row as its INSERT returned it, and the run won."""
+    row = _claim_row(job.name, subject.subject_prefix, planned, Trigger.DELAYED, now)
+    inserted, run = sql.claim_run_with_subject(row, subject)
+    _claims_counted(job=job, won=[run] if run else [], attempted=1, now=now)
+    return inserted, run
+
+
+def _claims_counted(*, job: Job, won: list[JobRun], attempted: int, now: datetime) -> None:
+    """The metrics and log lines of a claim; its events were written with the claims."""
+    metrics.claims_count(job_name=job.name, won=len(won), attempted=attempted)
     for kind, runs in itertools.groupby(won, key=sql.claim_event_kind):
         runs_log(list(runs), kind=kind, now=now)
-    return won
 
 
 def _claim_row(

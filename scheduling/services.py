@@ -12,7 +12,7 @@ from typing import Any
 from django.db import transaction
 
 from scheduling import cron, sql
-from scheduling.dispatch import runs_claim
+from scheduling.dispatch import runs_claim, runs_claim_with_subject
 from scheduling.events import runs_record
 from scheduling.execution import runs_blocking, runs_call_handler, runs_running, runs_start
 from scheduling.models import JobRun, Overlap, RunStatus, Schedule, Trigger
@@ -50,22 +50,43 @@ class RunCannotStartError(SchedulingError):
 def run_schedule_delayed(*, job_name: str, subject: str, scheduled_for: datetime, now: datetime) -> JobRun | None:
     """Create a delayed run of ``job_name`` for ``subject``, due at ``scheduled_for``.
 
-    Call it inside the transaction that creates the subject (an order and its
-    cancellation commit or roll back together). Idempotent: a second call for the same
-    (job, subject, time) returns None and changes nothing.
+    Call it inside the transaction that creates or changes the subject, so the two commit
+    or roll back together; for a new row, ``run_schedule_delayed_with_subject`` writes both
+    in one statement. Idempotent: a second call for the same (job, subject, time) returns
+    None and changes nothing.
     """
-    job = registry.get(job_name)
-    if job.is_cron:
-        raise SchedulingError(f"job {job_name!r} is a cron job; delayed runs need a delayed job")
+    job = _delayed_job(job_name)
     if not subject:
         raise SchedulingError("a delayed run needs a subject, such as 'order:123'")
     plan = [PlannedTick(scheduled_for, RunStatus.SCHEDULED)]
-    # No savepoint: inside the caller's transaction (an order being placed) a failure
-    # rolls everything back anyway, and the SAVEPOINT/RELEASE pair was two of the eight
-    # round trips of order_place.
+    # No savepoint: inside the caller's transaction (the subject being created) a failure
+    # rolls everything back anyway, and a SAVEPOINT/RELEASE pair is two more round trips.
     with transaction.atomic(savepoint=False):
         won = runs_claim(job=job, plan=plan, trigger=Trigger.DELAYED, now=now, subject=subject)
     return won[0] if won else None
+
+
+def run_schedule_delayed_with_subject(
+    *, job_name: str, subject: sql.SubjectInsert, scheduled_for: datetime, now: datetime
+) -> tuple[tuple[Any, ...], JobRun | None]:
+    """Insert a new subject's row (``subject``: its INSERT and the prefix of the run's
+    subject, such as ``order:``) and create its delayed run of ``job_name``, due at
+    ``scheduled_for``: both or neither. On PostgreSQL one statement, its own transaction
+    outside the caller's; on SQLite two in one. Returns the subject's row as its INSERT
+    returned it, and the run.
+    """
+    job = _delayed_job(job_name)
+    if not subject.subject_prefix:
+        raise SchedulingError("a delayed run's subject needs a prefix, such as 'order:'")
+    planned = PlannedTick(scheduled_for, RunStatus.SCHEDULED)
+    return runs_claim_with_subject(job=job, planned=planned, subject=subject, now=now)
+
+
+def _delayed_job(job_name: str) -> Job:
+    job = registry.get(job_name)
+    if job.is_cron:
+        raise SchedulingError(f"job {job_name!r} is a cron job; delayed runs need a delayed job")
+    return job
 
 
 def job_latest_tick(*, job_name: str, at: datetime) -> datetime:

@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import functools
 import itertools
-import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection, models
+from django.db import connection, models, transaction
 from django.db.models import Q
 
 from scheduling.events import events_write
 from scheduling.models import DUE_STATUSES, FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
-from tiffin.db import execute, fetch, id_in
+from tiffin.db import columns_of, execute, fetch, id_in, instances_from_rows
 
 # Namespace for the two-key advisory locks, so they never collide with another app's.
 _ADVISORY_NAMESPACE = 0x7F1F
@@ -68,17 +67,18 @@ def claim_runs(rows: Sequence[ClaimRow]) -> list[JobRun]:
     PostgreSQL the events are written by the same statement (a data-modifying CTE over
     the returned rows); SQLite has no such CTE and takes a second statement.
 
-    Every ``order_place`` runs this for its cancellation, so it is lean: the statement's
+    Every claim of the scheduler passes through here (and on SQLite every ``order_place``'s
+    cancellation: ``claim_run_with_subject``), so it is lean: the statement's
     text is built once per backend and row count (``_claim_statement``), so on PostgreSQL
     it is one prepared statement per connection (``tiffin.env.database_from_url``: its
     CTE's planning had been most of the server's work), and the rows become runs through
-    the fields' own converters (``_runs_from_rows``) instead of a raw queryset, which
+    the fields' own converters (``tiffin.db.instances_from_rows``) instead of a raw queryset, which
     resolved the columns and the model's field order anew on every call.
     """
     if not rows:
         return []
     params = [getattr(row, column) for row in rows for column in CLAIM_COLUMNS]
-    won = _runs_from_rows(fetch(_claim_statement(connection.vendor, len(rows)), params))
+    won = instances_from_rows(JobRun, fetch(_claim_statement(connection.vendor, len(rows)), params))
     if connection.vendor != "postgresql":
         JobRunEvent.objects.bulk_create(
             [JobRunEvent(run_id=run.id, at=run.created_at, kind=claim_event_kind(run), attempt=run.attempts,
@@ -92,7 +92,7 @@ def _claim_statement(vendor: str, rows: int) -> str:
     """The claim of ``rows`` rows, returning every column of job_runs (and, on
     PostgreSQL, writing their events in the same statement)."""
     row_sql = "(" + ", ".join(["%s"] * len(CLAIM_COLUMNS)) + ")"
-    returned = _returned_columns()
+    returned = columns_of(JobRun)
     insert = (
         f"INSERT INTO job_runs ({', '.join(CLAIM_COLUMNS)}) VALUES {', '.join([row_sql] * rows)} "
         f"ON CONFLICT (job_name, subject, scheduled_for) DO NOTHING RETURNING {returned}"
@@ -104,6 +104,67 @@ def _claim_statement(vendor: str, rows: int) -> str:
         "INSERT INTO job_run_events (run_id, at, kind, attempt, fence, worker, message) "
         f"SELECT id, created_at, {CLAIM_EVENT_KIND}, attempts, fence, worker, '' FROM claimed"
         f") SELECT {returned} FROM claimed"
+    )
+
+
+@dataclass(frozen=True)
+class SubjectInsert:
+    """A new subject's row, to be written with its delayed run (``claim_run_with_subject``).
+
+    ``sql`` is one ``INSERT ... RETURNING`` of plain SQL (``%s`` parameters, ``params``)
+    whose first returned column is the new row's ``id``; the run's subject is
+    ``subject_prefix`` followed by that id (``order:`` and the order's id).
+    """
+
+    sql: str
+    params: tuple[Any, ...]
+    subject_prefix: str
+
+
+def claim_run_with_subject(row: ClaimRow, subject: SubjectInsert) -> tuple[tuple[Any, ...], JobRun | None]:
+    """Insert a new subject's row and the claim of its run (``row``, whose ``subject`` is
+    the prefix); return the subject's returned row and the run won (None if the claim
+    key was taken, which a new id cannot be).
+
+    On PostgreSQL one statement: the subject's INSERT, the claim and its event are
+    data-modifying CTEs of a statement that is its own transaction when the caller has
+    none, so the row and its run commit or roll back together with no BEGIN and COMMIT
+    around them. Against the two statements of an ORM insert and ``claim_runs`` in a
+    transaction (four round trips), that was a third of the server's CPU and a seventh of
+    the client's per order placed (bench/cancellations.py). SQLite has no
+    data-modifying CTE: the INSERT, then ``claim_runs``, in one transaction.
+    """
+    if connection.vendor != "postgresql":
+        with transaction.atomic(savepoint=False):
+            (inserted,) = fetch(subject.sql, subject.params)
+            won = claim_runs([replace(row, subject=f"{row.subject}{inserted[0]}")])
+        return tuple(inserted), (won[0] if won else None)
+    params = [*subject.params, *(getattr(row, column) for column in CLAIM_COLUMNS)]
+    (returned,) = fetch(_claim_with_subject_statement(subject.sql), params)
+    width = len(JobRun._meta.concrete_fields)
+    run_row = returned[-width:]
+    run = instances_from_rows(JobRun, [run_row])[0] if run_row[0] is not None else None
+    return tuple(returned[:-width]), run
+
+
+@functools.cache
+def _claim_with_subject_statement(subject_sql: str) -> str:
+    """The subject's INSERT as a CTE, then the claim of one run whose subject is the prefix
+    parameter followed by the new row's id, then its event (as ``_claim_statement``);
+    returns the subject's columns followed by every column of job_runs (NULLs if the claim
+    key was taken)."""
+    values = ", ".join(
+        "%s::text || (SELECT id FROM subject)" if column == "subject" else "%s" for column in CLAIM_COLUMNS
+    )
+    returned = columns_of(JobRun)
+    return (
+        f"WITH subject AS ({subject_sql}), claimed AS ("
+        f"INSERT INTO job_runs ({', '.join(CLAIM_COLUMNS)}) VALUES ({values}) "
+        f"ON CONFLICT (job_name, subject, scheduled_for) DO NOTHING RETURNING {returned}"
+        "), recorded AS ("
+        "INSERT INTO job_run_events (run_id, at, kind, attempt, fence, worker, message) "
+        f"SELECT id, created_at, {CLAIM_EVENT_KIND}, attempts, fence, worker, '' FROM claimed"
+        ") SELECT subject.*, claimed.* FROM subject LEFT JOIN claimed ON true"
     )
 
 
@@ -125,7 +186,7 @@ def start_runs(*, run_ids: Sequence[int], fence: int, now: datetime, worker: str
         "enqueued": RunStatus.ENQUEUED.value, "running": RunStatus.RUNNING.value,
     }  # fmt: skip
     if connection.vendor == "postgresql":
-        return _runs_from_rows(fetch(_start_statement(), params))
+        return instances_from_rows(JobRun, fetch(_start_statement(), params))
     JobRun.objects.filter(id__in=run_ids, status=RunStatus.ENQUEUED).update(
         status=RunStatus.RUNNING, fence=fence, attempts=models.F("attempts") + 1, started_at=now,
         heartbeat_at=now, finished_at=None, worker=params["worker"],
@@ -178,7 +239,7 @@ _SUCCEED_POSTGRESQL = (
 
 @functools.cache
 def _start_statement() -> str:
-    returned = _returned_columns()
+    returned = columns_of(JobRun)
     return (
         "WITH started AS ("
         "UPDATE job_runs SET status = %(running)s, fence = %(fence)s, attempts = attempts + 1, "
@@ -189,47 +250,6 @@ def _start_statement() -> str:
         "SELECT id, %(now)s, 'started', attempts, fence, worker, '' FROM started"
         f") SELECT {returned} FROM started ORDER BY id"
     )
-
-
-def _returned_columns() -> str:
-    """Every concrete column of job_runs in field order, as ``_runs_from_rows`` reads them."""
-    return ", ".join(connection.ops.quote_name(field.column) for field in JobRun._meta.concrete_fields)
-
-
-def _runs_from_rows(rows: list[tuple[Any, ...]]) -> list[JobRun]:
-    """JobRun instances from rows holding every concrete column in field order, each value
-    converted as the ORM converts it when it reads the field (dates from SQLite's text,
-    JSON), so a run read here equals one read through a queryset."""
-    if not rows:
-        return []
-    concrete = JobRun._meta.concrete_fields
-    converters = _run_converters()
-    names = [field.attname for field in concrete]
-    runs = []
-    for row in rows:
-        values = list(row)
-        for index, converter, column in converters:
-            values[index] = converter(values[index], column, connection)
-        runs.append(JobRun.from_db(connection.alias, names, values))
-    return runs
-
-
-# Per connection (each thread has its own): the converters of job_runs' columns, which
-# cost five times the rest of _runs_from_rows to look up.
-_CONVERTERS: weakref.WeakKeyDictionary[Any, list[tuple[int, Any, Any]]] = weakref.WeakKeyDictionary()
-
-
-def _run_converters() -> list[tuple[int, Any, Any]]:
-    """(column index, converter, column) for every job_runs column the ORM converts on read."""
-    ops = connection.ops
-    if ops not in _CONVERTERS:
-        found = []
-        for index, field in enumerate(JobRun._meta.concrete_fields):
-            column = field.get_col(JobRun._meta.db_table)
-            for converter in ops.get_db_converters(column) + column.get_db_converters(connection):
-                found.append((index, converter, column))
-        _CONVERTERS[ops] = found
-    return _CONVERTERS[ops]
 
 
 def claim_event_kind(run: JobRun) -> str:

@@ -1,13 +1,17 @@
 """What the apps' hand-written SQL shares: the one way it runs (``fetch``, ``execute``),
-its parameters (``adapt``) and an id list (``id_in``)."""
+its parameters (``adapt``), an id list (``id_in``), and rows read back as model instances
+(``columns_of``, ``instances_from_rows``)."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db import connection
+from django.db import connection, models
+
+ModelT = TypeVar("ModelT", bound=models.Model)
 
 # Positional (``%s``) or named (``%(as_of)s``) parameters.
 Params = Sequence[Any] | Mapping[str, Any]
@@ -58,6 +62,49 @@ def id_in(column: str, ids: Sequence[Any]) -> tuple[str, list[Any]]:
     if connection.vendor == "postgresql":
         return f"{column} = ANY(%s)", [list(ids)]
     return f"{column} IN ({', '.join(['%s'] * len(ids))})", list(ids)
+
+
+def columns_of(model: type[models.Model]) -> str:
+    """Every concrete column of ``model`` in field order, quoted: a ``RETURNING`` list that
+    ``instances_from_rows`` reads."""
+    return ", ".join(connection.ops.quote_name(field.column) for field in model._meta.concrete_fields)
+
+
+def instances_from_rows(model: type[ModelT], rows: Sequence[Sequence[Any]]) -> list[ModelT]:
+    """Instances of ``model`` from rows holding every concrete column in field order
+    (``columns_of``), each value converted as the ORM converts it when it reads the field
+    (dates from SQLite's text, JSON), so an instance read here equals one read through a
+    queryset, without the queryset's per-call work of resolving columns and converters."""
+    names = [field.attname for field in model._meta.concrete_fields]
+    converters = _converters(model)
+    instances = []
+    for row in rows:
+        values = list(row)
+        for index, converter, column in converters:
+            values[index] = converter(values[index], column, connection)
+        instances.append(model.from_db(connection.alias, names, values))
+    return instances
+
+
+# Per connection (each thread has its own) and model: the converters of the model's
+# columns, which cost five times the rest of instances_from_rows to look up.
+_CONVERTERS: weakref.WeakKeyDictionary[Any, dict[type[models.Model], list[tuple[int, Any, Any]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _converters(model: type[models.Model]) -> list[tuple[int, Any, Any]]:
+    """(column index, converter, column) for every column of ``model`` the ORM converts on read."""
+    ops = connection.ops
+    per_model = _CONVERTERS.setdefault(ops, {})
+    if model not in per_model:
+        found = []
+        for index, field in enumerate(model._meta.concrete_fields):
+            column = field.get_col(model._meta.db_table)
+            for converter in ops.get_db_converters(column) + column.get_db_converters(connection):
+                found.append((index, converter, column))
+        per_model[model] = found
+    return per_model[model]
 
 
 def _adapted(params: Params) -> Params:

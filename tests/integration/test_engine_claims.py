@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -15,11 +16,13 @@ from django_q.brokers import get_broker
 from django_q.models import OrmQ
 from django_q.tasks import async_task
 
+from orders.models import Restaurant
 from scheduling import queue, services
 from scheduling.dispatch import tick_pass
 from scheduling.models import JobRun, JobRunEvent, RunStatus, Schedule, Trigger
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
+from scheduling.sql import SubjectInsert
 from tests.engine import T0, make_job, queued_tasks
 
 
@@ -77,6 +80,50 @@ def test_a_delayed_run_rolled_back_with_its_transaction_leaves_nothing():
         services.run_schedule_delayed(job_name="later", subject="order:1", scheduled_for=T0, now=T0)
         raise RuntimeError("the order failed to save")
     assert JobRun.objects.count() == 0
+
+
+def _restaurant_insert(name: str) -> SubjectInsert:
+    # Any table will do for a subject; a restaurant needs no other row.
+    return SubjectInsert(
+        sql="INSERT INTO orders_restaurant (name, timezone, commission_rate, onboarded_at, is_active) "
+        "VALUES (%s, 'UTC', 0.1, %s, %s) RETURNING id, name",
+        params=(name, T0, True),
+        subject_prefix="restaurant:",
+    )
+
+
+@pytest.mark.django_db
+def test_a_new_subject_and_its_delayed_run_are_written_together():
+    with registry.replaced(make_job("later", delayed=True)):
+        (subject_id, name), run = services.run_schedule_delayed_with_subject(
+            job_name="later", subject=_restaurant_insert("Udupi"), scheduled_for=T0 + timedelta(minutes=5), now=T0
+        )
+    assert name == "Udupi"
+    assert run is not None
+    stored = JobRun.objects.get()
+    assert (stored.pk, stored.subject, stored.status, stored.due_at) == (
+        run.pk,
+        f"restaurant:{subject_id}",
+        RunStatus.SCHEDULED,
+        T0 + timedelta(minutes=5),
+    )
+    assert list(JobRunEvent.objects.values_list("run_id", "kind")) == [(run.pk, "claimed")]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("job", "prefix", "message"),
+    [
+        (make_job("reports"), "restaurant:", "is a cron job"),
+        (make_job("later", delayed=True), "", "needs a prefix"),
+    ],
+)
+def test_a_subject_insert_for_a_cron_job_or_without_a_prefix_is_refused_and_writes_nothing(job, prefix, message):
+    subject = dataclasses.replace(_restaurant_insert("Udupi"), subject_prefix=prefix)
+    with registry.replaced(job), pytest.raises(services.SchedulingError, match=message):
+        services.run_schedule_delayed_with_subject(job_name=job.name, subject=subject, scheduled_for=T0, now=T0)
+    assert not JobRun.objects.exists()
+    assert not Restaurant.objects.exists()
 
 
 @pytest.mark.postgres

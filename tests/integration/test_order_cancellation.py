@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Count
+from django.test.utils import CaptureQueriesContext
 
 from orders.models import STALE_CANCEL_REASON, Order, OrderStatus, Restaurant
 from orders.services import (
@@ -85,6 +86,67 @@ def test_a_rolled_back_order_leaves_no_delayed_run(restaurant):
         raise RuntimeError("the payment failed")
     assert not Order.objects.exists()
     assert not JobRun.objects.exists()
+
+
+# A trigger that refuses every new run: the cancellation of an order cannot be written.
+_REFUSE_RUNS = {
+    "postgresql": [
+        "CREATE FUNCTION test_refuse_run() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'no runs today'; END $$",
+        "CREATE TRIGGER test_refuse_run BEFORE INSERT ON job_runs FOR EACH ROW EXECUTE FUNCTION test_refuse_run()",
+    ],
+    "sqlite": [
+        "CREATE TRIGGER test_refuse_run BEFORE INSERT ON job_runs BEGIN SELECT RAISE(ABORT, 'no runs today'); END"
+    ],
+}
+_ALLOW_RUNS = {
+    "postgresql": ["DROP TRIGGER test_refuse_run ON job_runs", "DROP FUNCTION test_refuse_run()"],
+    "sqlite": ["DROP TRIGGER test_refuse_run"],
+}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_order_whose_cancellation_cannot_be_written_is_not_placed(restaurant):
+    # Outside any transaction of the caller's, as a web request places it.
+    with connection.cursor() as cursor:
+        for statement in _REFUSE_RUNS[connection.vendor]:
+            cursor.execute(statement)
+    try:
+        with pytest.raises(DatabaseError, match="no runs today"):
+            place(restaurant)
+    finally:
+        with connection.cursor() as cursor:
+            for statement in _ALLOW_RUNS[connection.vendor]:
+                cursor.execute(statement)
+    assert not Order.objects.exists()
+    assert not JobRun.objects.exists()
+    assert cancellation_of(place(restaurant)).status == RunStatus.SCHEDULED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_placed_order_returned_is_the_order_stored_with_its_claimed_run(restaurant):
+    order = place(restaurant)
+    stored = Order.objects.get(pk=order.pk)
+    columns = [field.attname for field in Order._meta.concrete_fields]
+    assert [getattr(order, name) for name in columns] == [getattr(stored, name) for name in columns]
+    assert (order.status, order.total, order.placed_at, order.cancel_reason) == (
+        OrderStatus.PLACED,
+        Decimal("24.50"),
+        PLACED_AT,
+        "",
+    )
+    assert order.restaurant is restaurant
+    run = cancellation_of(order)
+    assert list(run.events.values_list("kind", "at")) == [("claimed", PLACED_AT)]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_an_order_and_its_cancellation_are_one_statement(restaurant):
+    with CaptureQueriesContext(connection) as queries:
+        order = place(restaurant)
+    assert len(queries) == 1, [query["sql"][:80] for query in queries]
+    assert cancellation_of(order).scheduled_for == DEADLINE
 
 
 @pytest.mark.django_db
