@@ -11,8 +11,9 @@ next step would measure the backlog, not its rate). Three sides, each in its own
 database, with the same placers, seeds and load:
 
 - project: ``order_place`` creates each order's delayed ``cancel-stale-order`` run in
-  the same statement (its claim and event as CTEs of the order's INSERT); one ``manage.py worker`` (the scheduler loop and a django-q2
-  cluster) enqueues the due runs in batches and cancels the still-placed orders.
+  the same statement (its claim and event as CTEs of the order's INSERT); one
+  ``manage.py worker`` (the scheduler loop and a django-q2 cluster) enqueues the due
+  runs in batches and cancels the still-placed orders.
 - raw: the ceiling of this machine for the same work. The placer inserts the order and
   a due row with psycopg in one transaction; one process (``--raw-worker``) takes due
   rows with ``FOR UPDATE SKIP LOCKED`` in batches, deletes them and cancels their orders
