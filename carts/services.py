@@ -108,9 +108,9 @@ def carts_delete_stale(
 
     1. Pick the next ``batch_size`` stale carts in id order after the previous batch's
        last, FOR UPDATE SKIP LOCKED on PostgreSQL (a cart being changed is skipped).
-    2. Delete their items, then the carts, both re-checking ``updated_at < cutoff``: a
-       touch committed before the pick keeps its cart; one after it waits, then finds
-       the cart gone.
+    2. Delete those carts still untouched (``updated_at < cutoff`` re-checked), then the
+       items of the carts deleted: a touch committed before the pick keeps its cart; one
+       after it waits, then finds the cart gone.
     3. Stop at a short batch.
 
     Id order, not oldest first: carts sit on disk about in id order, so a batch touches
@@ -145,6 +145,6 @@ def _delete_stale_batch(*, cutoff: datetime, batch_size: int, after_id: int) -> 
         )
         if not picked:
             return [], 0, 0
-        items = sql.cart_items_delete(cart_ids=picked, cutoff=cutoff)
-        carts = sql.carts_delete(cart_ids=picked, cutoff=cutoff)
-    return picked, carts, items
+        deleted = sql.carts_delete(cart_ids=picked, cutoff=cutoff)
+        items = sql.cart_items_delete(cart_ids=deleted)
+    return picked, len(deleted), items

@@ -124,15 +124,15 @@ def test_a_cart_being_changed_while_the_clean_up_runs_is_not_deleted():
 @pytest.mark.django_db(transaction=True)
 def test_a_change_that_arrives_during_a_batch_waits_and_finds_the_cart_gone(monkeypatch):
     doomed = cart(CUTOFF - timedelta(days=2))
-    items_deleted, release = threading.Event(), threading.Event()
-    real_carts_delete = carts_sql.carts_delete
+    carts_deleted, release = threading.Event(), threading.Event()
+    real_items_delete = carts_sql.cart_items_delete
 
-    def pausing_carts_delete(**kwargs: Any) -> int:
-        items_deleted.set()  # the batch holds its row locks and has deleted the items
+    def pausing_items_delete(**kwargs: Any) -> int:
+        carts_deleted.set()  # the batch holds its row locks and has deleted the cart
         release.wait(10)
-        return real_carts_delete(**kwargs)
+        return real_items_delete(**kwargs)
 
-    monkeypatch.setattr(carts_sql, "carts_delete", pausing_carts_delete)
+    monkeypatch.setattr(carts_sql, "cart_items_delete", pausing_items_delete)
     outcome: dict[str, Any] = {}
 
     def clean_up() -> None:
@@ -145,7 +145,7 @@ def test_a_change_that_arrives_during_a_batch_waits_and_finds_the_cart_gone(monk
             outcome["customer"] = error
 
     # The customer's touch waits for the batch's row lock.
-    race_behind_lock(holder=clean_up, holding=items_deleted, waiter=customer, release=release)
+    race_behind_lock(holder=clean_up, holding=carts_deleted, waiter=customer, release=release)
     assert outcome["result"].carts == 1
     assert isinstance(outcome.get("customer"), CartNotFoundError)
     assert not Cart.objects.filter(pk=doomed.pk).exists()
