@@ -72,8 +72,8 @@ def run_schedule_delayed_with_subject(
     """Insert a new subject's row (``subject``: its INSERT and the prefix of the run's
     subject, such as ``order:``) and create its delayed run of ``job_name``, due at
     ``scheduled_for``: both or neither. On PostgreSQL one statement, its own transaction
-    outside the caller's; on SQLite two in one. Returns the subject's row as its INSERT
-    returned it, and the run.
+    when the caller has none and part of the caller's when it has one; on SQLite two in
+    one atomic block. Returns the subject's row as its INSERT returned it, and the run.
     """
     job = _delayed_job(job_name)
     if not subject.subject_prefix:

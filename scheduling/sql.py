@@ -92,19 +92,26 @@ def _claim_statement(vendor: str, rows: int) -> str:
     """The claim of ``rows`` rows, returning every column of job_runs (and, on
     PostgreSQL, writing their events in the same statement)."""
     row_sql = "(" + ", ".join(["%s"] * len(CLAIM_COLUMNS)) + ")"
-    returned = columns_of(JobRun)
-    insert = (
-        f"INSERT INTO job_runs ({', '.join(CLAIM_COLUMNS)}) VALUES {', '.join([row_sql] * rows)} "
-        f"ON CONFLICT (job_name, subject, scheduled_for) DO NOTHING RETURNING {returned}"
-    )
+    insert = _claim_insert(", ".join([row_sql] * rows))
     if vendor != "postgresql":
         return insert
+    return f"WITH claimed AS ({insert}), {_CLAIMED_EVENTS} SELECT {columns_of(JobRun)} FROM claimed"
+
+
+def _claim_insert(values: str) -> str:
+    """The claim: rows of CLAIM_COLUMNS (``values``, the VALUES list's rows), ON CONFLICT
+    on the claim key (job_run_claim_key), returning every column of the runs won."""
     return (
-        f"WITH claimed AS ({insert}), recorded AS ("
-        "INSERT INTO job_run_events (run_id, at, kind, attempt, fence, worker, message) "
-        f"SELECT id, created_at, {CLAIM_EVENT_KIND}, attempts, fence, worker, '' FROM claimed"
-        f") SELECT {returned} FROM claimed"
+        f"INSERT INTO job_runs ({', '.join(CLAIM_COLUMNS)}) VALUES {values} "
+        f"ON CONFLICT (job_name, subject, scheduled_for) DO NOTHING RETURNING {columns_of(JobRun)}"
     )
+
+
+# The events of the runs a claim won, as the CTE after ``claimed`` (the claim's rows).
+_CLAIMED_EVENTS = (
+    "recorded AS (INSERT INTO job_run_events (run_id, at, kind, attempt, fence, worker, message) "
+    f"SELECT id, created_at, {CLAIM_EVENT_KIND}, attempts, fence, worker, '' FROM claimed)"
+)
 
 
 @dataclass(frozen=True)
@@ -112,8 +119,9 @@ class SubjectInsert:
     """A new subject's row, to be written with its delayed run (``claim_run_with_subject``).
 
     ``sql`` is one ``INSERT ... RETURNING`` of plain SQL (``%s`` parameters, ``params``)
-    whose first returned column is the new row's ``id``; the run's subject is
-    ``subject_prefix`` followed by that id (``order:`` and the order's id).
+    whose returned columns start with the new row's id, named ``id`` (PostgreSQL reads it
+    by name, SQLite by position); the run's subject is ``subject_prefix`` followed by that
+    id (``order:`` and the order's id).
     """
 
     sql: str
@@ -129,18 +137,26 @@ def claim_run_with_subject(row: ClaimRow, subject: SubjectInsert) -> tuple[tuple
     On PostgreSQL one statement: the subject's INSERT, the claim and its event are
     data-modifying CTEs of a statement that is its own transaction when the caller has
     none, so the row and its run commit or roll back together with no BEGIN and COMMIT
-    around them. Against the two statements of an ORM insert and ``claim_runs`` in a
-    transaction (four round trips), that was a third of the server's CPU and a seventh of
-    the client's per order placed (bench/cancellations.py). SQLite has no
-    data-modifying CTE: the INSERT, then ``claim_runs``, in one transaction.
+    around them (against the two statements of an ORM insert and ``claim_runs`` in a
+    transaction, four round trips, it took three fifths off the client's CPU per order
+    placed and two fifths off the server's: BENCHMARKS.md, benchmark 3). Inside a caller's transaction it runs in a
+    savepoint, as an atomic block would, so a failure leaves that transaction usable.
+    SQLite has no data-modifying CTE: the INSERT, then ``claim_runs``, in one atomic block.
+    Without a caller's transaction the rows are committed when the statement returns:
+    what follows it (reading them back, the caller's metrics and log line) cannot undo it.
     """
     if connection.vendor != "postgresql":
-        with transaction.atomic(savepoint=False):
+        with transaction.atomic():
             (inserted,) = fetch(subject.sql, subject.params)
             won = claim_runs([replace(row, subject=f"{row.subject}{inserted[0]}")])
         return tuple(inserted), (won[0] if won else None)
     params = [*subject.params, *(getattr(row, column) for column in CLAIM_COLUMNS)]
-    (returned,) = fetch(_claim_with_subject_statement(subject.sql), params)
+    statement = _claim_with_subject_statement(subject.sql)
+    if connection.in_atomic_block:
+        with transaction.atomic():
+            (returned,) = fetch(statement, params)
+    else:
+        (returned,) = fetch(statement, params)
     width = len(JobRun._meta.concrete_fields)
     run_row = returned[-width:]
     run = instances_from_rows(JobRun, [run_row])[0] if run_row[0] is not None else None
@@ -156,15 +172,9 @@ def _claim_with_subject_statement(subject_sql: str) -> str:
     values = ", ".join(
         "%s::text || (SELECT id FROM subject)" if column == "subject" else "%s" for column in CLAIM_COLUMNS
     )
-    returned = columns_of(JobRun)
     return (
-        f"WITH subject AS ({subject_sql}), claimed AS ("
-        f"INSERT INTO job_runs ({', '.join(CLAIM_COLUMNS)}) VALUES ({values}) "
-        f"ON CONFLICT (job_name, subject, scheduled_for) DO NOTHING RETURNING {returned}"
-        "), recorded AS ("
-        "INSERT INTO job_run_events (run_id, at, kind, attempt, fence, worker, message) "
-        f"SELECT id, created_at, {CLAIM_EVENT_KIND}, attempts, fence, worker, '' FROM claimed"
-        ") SELECT subject.*, claimed.* FROM subject LEFT JOIN claimed ON true"
+        f"WITH subject AS ({subject_sql}), claimed AS ({_claim_insert(f'({values})')}), {_CLAIMED_EVENTS} "
+        "SELECT subject.*, claimed.* FROM subject LEFT JOIN claimed ON true"
     )
 
 

@@ -123,6 +123,17 @@ def test_an_order_whose_cancellation_cannot_be_written_is_not_placed(restaurant)
     assert cancellation_of(place(restaurant)).status == RunStatus.SCHEDULED
 
 
+@pytest.mark.django_db
+def test_an_order_refused_inside_a_callers_transaction_leaves_that_transaction_usable(restaurant):
+    with connection.cursor() as cursor:  # rolled back with the test's transaction
+        for statement in _REFUSE_RUNS[connection.vendor]:
+            cursor.execute(statement)
+    with transaction.atomic():
+        with pytest.raises(DatabaseError, match="no runs today"):
+            place(restaurant)
+        assert not Order.objects.exists()  # the caller's transaction still answers
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_placed_order_returned_is_the_order_stored_with_its_claimed_run(restaurant):
     order = place(restaurant)
