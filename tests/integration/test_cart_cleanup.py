@@ -90,6 +90,24 @@ def test_it_works_in_short_batches(settings):
     assert Cart.objects.count() == 1
 
 
+@pytest.mark.django_db
+def test_a_cart_the_delete_keeps_keeps_its_items(monkeypatch):
+    # The delete's re-check keeps a cart (as it would one touched after the pick, were it
+    # not locked): its items stay, the others' go.
+    kept, gone = cart(CUTOFF - timedelta(days=2), items=2), cart(CUTOFF - timedelta(days=3), items=1)
+    real_carts_delete = carts_sql.carts_delete
+
+    def keeping_one(*, cart_ids: list[int], cutoff: datetime) -> list[int]:
+        return real_carts_delete(cart_ids=[i for i in cart_ids if i != kept.pk], cutoff=cutoff)
+
+    monkeypatch.setattr(carts_sql, "carts_delete", keeping_one)
+    result = carts_delete_stale(cutoff=CUTOFF, batch_size=10)
+    assert (result.carts, result.items) == (1, 1)
+    assert sorted(CartItem.objects.filter(cart_id=kept.pk).values_list("sku", flat=True)) == ["sku-0", "sku-1"]
+    assert not Cart.objects.filter(pk=gone.pk).exists()
+    assert not CartItem.objects.filter(cart_id=gone.pk).exists()
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_cart_being_changed_while_the_clean_up_runs_is_not_deleted():
