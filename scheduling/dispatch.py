@@ -331,26 +331,17 @@ def _silence(run: JobRun, *, heartbeat: bool) -> str:
 
 
 def runs_enqueue_due(*, now: datetime, paused: set[str]) -> tuple[int, bool]:
-    """Enqueue due delayed runs and due retries, batched per job. Returns (count, more_due).
-
-    FOR UPDATE SKIP LOCKED lets several schedulers take disjoint rows; the partial
-    index job_run_due serves the WHERE status IN (...) AND due_at <= now ORDER BY due_at.
-    """
+    """Enqueue due delayed runs and due retries, batched per job (``sql.enqueue_due_runs``:
+    the rows taken with FOR UPDATE SKIP LOCKED, so several schedulers take disjoint ones).
+    Returns (count, more_due)."""
     limit = settings.SCHEDULER_DUE_BATCH
     # Only declared, unpaused jobs, in the query itself: rows of a job no longer declared
     # (renamed, removed) would otherwise take the batch's slots on every pass.
     active = [job.name for job in registry.all() if job.name not in paused]
     with transaction.atomic():
-        due = list(
-            JobRun.objects.select_for_update(skip_locked=True)
-            .filter(status__in=DUE_STATUSES, due_at__lte=now, job_name__in=active)
-            .order_by("due_at")[:limit]
-        )
-        JobRun.objects.filter(id__in=[run.id for run in due]).update(status=RunStatus.ENQUEUED, enqueued_at=now)
+        due = sql.enqueue_due_runs(now=now, job_names=active, limit=limit)
         _enqueue_by_job(due)
-        for run in due:
-            run.status = RunStatus.ENQUEUED
-        runs_record(due, kind="enqueued", now=now)
+        runs_log(due, kind="enqueued", now=now)
     return len(due), len(due) == limit
 
 

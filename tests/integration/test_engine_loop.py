@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
 import time_machine
+from django.db import connection, transaction
 from django.test import override_settings
 
-from scheduling import services
-from scheduling.dispatch import next_wakeup, tick_pass
+from scheduling import services, sql
+from scheduling.dispatch import next_wakeup, runs_enqueue_due, tick_pass
 from scheduling.execution import runs_start
 from scheduling.loop import ERROR_BACKOFF_SECONDS, SchedulerLoop
-from scheduling.models import JobRun, SchedulerNode
+from scheduling.models import JobRun, JobRunEvent, RunStatus, SchedulerNode
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
-from tests.engine import T0, make_job
+from tests.engine import T0, make_job, queued_tasks
 
 
 @pytest.mark.django_db
@@ -99,3 +101,45 @@ def test_after_a_pass_that_abandoned_a_run_it_wakes_for_that_runs_retry():
         report = tick_pass(now=later)
         assert report.abandoned == 1
         assert next_wakeup(now=later, report=report) == later + timedelta(seconds=10)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_schedulers_taking_due_runs_at_once_take_each_run_once(settings):
+    # Each pass takes at most 30 of the 100 due runs; one holds its rows locked while the
+    # other takes its own: SKIP LOCKED hands them disjoint runs, each with one event and
+    # one task.
+    settings.SCHEDULER_DUE_BATCH = 30
+    later = make_job("later", delayed=True)
+    with registry.replaced(later):
+        for n in range(100):
+            services.run_schedule_delayed(job_name="later", subject=f"x:{n}", scheduled_for=T0, now=T0)
+        holding, release = threading.Event(), threading.Event()
+        taken: dict[str, list[int]] = {}
+
+        def first() -> None:
+            try:
+                with transaction.atomic():
+                    taken["first"] = [run.id for run in sql.enqueue_due_runs(now=T0, job_names=["later"], limit=30)]
+                    holding.set()
+                    release.wait(10)
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=first)
+        thread.start()
+        try:
+            assert holding.wait(10)
+            count, more_due = runs_enqueue_due(now=T0, paused=set())
+        finally:
+            release.set()
+            thread.join()
+        taken["second"] = list(
+            JobRun.objects.filter(status=RunStatus.ENQUEUED).exclude(id__in=taken["first"]).values_list("id", flat=True)
+        )
+    assert (count, more_due) == (30, True)
+    assert len(taken["first"]) == len(taken["second"]) == 30
+    assert not set(taken["first"]) & set(taken["second"])
+    enqueued_events = JobRunEvent.objects.filter(kind="enqueued").values_list("run_id", flat=True)
+    assert sorted(enqueued_events) == sorted(taken["first"] + taken["second"])
+    assert sorted(run_id for task in queued_tasks() for run_id in task["args"][0]) == sorted(taken["second"])
