@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 import time_machine
-from django.db import connection, transaction
+from django.db import transaction
 from django.test import override_settings
 
 from scheduling import services, sql
@@ -18,6 +18,7 @@ from scheduling.models import JobRun, JobRunEvent, RunStatus, SchedulerNode
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
 from tests.engine import T0, make_job, queued_tasks
+from tests.locks import in_own_connection
 
 
 @pytest.mark.django_db
@@ -118,15 +119,12 @@ def test_two_schedulers_taking_due_runs_at_once_take_each_run_once(settings):
         taken: dict[str, list[int]] = {}
 
         def first() -> None:
-            try:
-                with transaction.atomic():
-                    taken["first"] = [run.id for run in sql.enqueue_due_runs(now=T0, job_names=["later"], limit=30)]
-                    holding.set()
-                    release.wait(10)
-            finally:
-                connection.close()
+            with transaction.atomic():
+                taken["first"] = [run.id for run in sql.enqueue_due_runs(now=T0, job_names=["later"], limit=30)]
+                holding.set()
+                release.wait(10)
 
-        thread = threading.Thread(target=first)
+        thread = threading.Thread(target=in_own_connection(first))
         thread.start()
         try:
             assert holding.wait(10)
