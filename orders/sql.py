@@ -45,7 +45,10 @@ def _written_fields() -> tuple[Any, ...]:
 
 @functools.cache
 def _insert_statement(vendor: str) -> str:
-    # The vendor is part of the key only because quoting is the backend's.
-    columns = ", ".join(connection.ops.quote_name(field.column) for field in _written_fields())
+    # The vendor is part of the key only because quoting is the backend's. The columns are
+    # _written_fields' in the same order, which the values of order_insert follow.
     placeholders = ", ".join(["%s"] * len(_written_fields()))
-    return f"INSERT INTO orders_order ({columns}) VALUES ({placeholders}) RETURNING {columns_of(Order)}"
+    return (
+        f"INSERT INTO orders_order ({columns_of(Order, without_pk=True)}) VALUES ({placeholders}) "
+        f"RETURNING {columns_of(Order)}"
+    )

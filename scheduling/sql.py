@@ -107,11 +107,18 @@ def _claim_insert(values: str) -> str:
     )
 
 
+def _events_cte(runs: str, *, at: str, kind: str) -> str:
+    """The CTE ``recorded`` that writes one event per row of the CTE ``runs`` (rows of every
+    job_runs column), at the SQL expression ``at``, of the SQL expression ``kind``: each
+    one-statement transition writes its events with it."""
+    return (
+        "recorded AS (INSERT INTO job_run_events (run_id, at, kind, attempt, fence, worker, message) "
+        f"SELECT id, {at}, {kind}, attempts, fence, worker, '' FROM {runs})"
+    )
+
+
 # The events of the runs a claim won, as the CTE after ``claimed`` (the claim's rows).
-_CLAIMED_EVENTS = (
-    "recorded AS (INSERT INTO job_run_events (run_id, at, kind, attempt, fence, worker, message) "
-    f"SELECT id, created_at, {CLAIM_EVENT_KIND}, attempts, fence, worker, '' FROM claimed)"
-)
+_CLAIMED_EVENTS = _events_cte("claimed", at="created_at", kind=CLAIM_EVENT_KIND)
 
 
 @dataclass(frozen=True)
@@ -210,6 +217,7 @@ def enqueue_due_runs(*, now: datetime, job_names: Sequence[str], limit: int) -> 
 @functools.cache
 def _enqueue_due_statement() -> str:
     returned = columns_of(JobRun)
+    recorded = _events_cte("enqueued", at="%(now)s", kind="'enqueued'")
     return (
         "WITH due AS ("
         "SELECT id FROM job_runs WHERE status = ANY(%(due)s) AND due_at <= %(now)s AND job_name = ANY(%(jobs)s) "
@@ -217,10 +225,8 @@ def _enqueue_due_statement() -> str:
         "), enqueued AS ("
         "UPDATE job_runs SET status = %(enqueued)s, enqueued_at = %(now)s "
         f"WHERE id IN (SELECT id FROM due) RETURNING {returned}"
-        "), recorded AS ("
-        "INSERT INTO job_run_events (run_id, at, kind, attempt, fence, worker, message) "
-        "SELECT id, %(now)s, 'enqueued', attempts, fence, worker, '' FROM enqueued"
-        f") SELECT {returned} FROM enqueued ORDER BY due_at, id"
+        f"), {recorded} "
+        f"SELECT {returned} FROM enqueued ORDER BY due_at, id"
     )
 
 
@@ -296,15 +302,14 @@ _SUCCEED_POSTGRESQL = (
 @functools.cache
 def _start_statement() -> str:
     returned = columns_of(JobRun)
+    recorded = _events_cte("started", at="%(now)s", kind="'started'")
     return (
         "WITH started AS ("
         "UPDATE job_runs SET status = %(running)s, fence = %(fence)s, attempts = attempts + 1, "
         "started_at = %(now)s, heartbeat_at = %(now)s, finished_at = NULL, worker = %(worker)s "
         f"WHERE id = ANY(%(ids)s) AND status = %(enqueued)s RETURNING {returned}"
-        "), recorded AS ("
-        "INSERT INTO job_run_events (run_id, at, kind, attempt, fence, worker, message) "
-        "SELECT id, %(now)s, 'started', attempts, fence, worker, '' FROM started"
-        f") SELECT {returned} FROM started ORDER BY id"
+        f"), {recorded} "
+        f"SELECT {returned} FROM started ORDER BY id"
     )
 
 

@@ -64,10 +64,12 @@ def id_in(column: str, ids: Sequence[Any]) -> tuple[str, list[Any]]:
     return f"{column} IN ({', '.join(['%s'] * len(ids))})", list(ids)
 
 
-def columns_of(model: type[models.Model]) -> str:
+def columns_of(model: type[models.Model], *, without_pk: bool = False) -> str:
     """Every concrete column of ``model`` in field order, quoted: a ``RETURNING`` list that
-    ``instances_from_rows`` reads."""
-    return ", ".join(connection.ops.quote_name(field.column) for field in model._meta.concrete_fields)
+    ``instances_from_rows`` reads; ``without_pk``, all but the primary key's (an INSERT's
+    column list, the id left to its default)."""
+    fields = [field for field in model._meta.concrete_fields if not (without_pk and field.primary_key)]
+    return ", ".join(connection.ops.quote_name(field.column) for field in fields)
 
 
 def instances_from_rows(model: type[ModelT], rows: Sequence[Sequence[Any]]) -> list[ModelT]:
