@@ -27,6 +27,7 @@ anyway (written by other means, such as a bulk import or the demo seed) or dead.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -54,6 +55,8 @@ from scheduling.selectors import run_in_flight_exists
 from scheduling.services import run_schedule_delayed_with_subject
 from tiffin import clock
 from tiffin.validators import require_aware, validate_time_zone
+
+logger = logging.getLogger("orders")
 
 _NAME_MAX = Restaurant._meta.get_field("name").max_length or 200
 _CUSTOMER_REF_MAX = Order._meta.get_field("customer_ref").max_length or 64
@@ -94,14 +97,23 @@ def order_place(*, restaurant: Restaurant, customer_ref: str, total: Decimal, no
         raise ValidationError(errors)
     if not restaurant.is_active:
         raise OrderError(f"restaurant {restaurant.pk} ({restaurant.name}) is not taking orders: it is inactive")
-    row, _run = run_schedule_delayed_with_subject(
+    deadline = order_accept_deadline(placed_at=now)
+    row, run = run_schedule_delayed_with_subject(
         job_name=CANCEL_STALE_ORDER_JOB,
         subject=sql.order_insert(restaurant_id=restaurant.pk, customer_ref=customer_ref, total=total, placed_at=now),
-        scheduled_for=order_accept_deadline(placed_at=now),
+        scheduled_for=deadline,
         now=now,
     )
     order = sql.order_from_row(row)
     order.restaurant = restaurant
+    if run is None:
+        # The claim key of a brand-new id was taken: a run left from rows of an earlier
+        # life of this database (orders wiped, their ids reused, job_runs kept).
+        logger.warning(
+            "order %s is placed, but a %s run for %s due at %s already existed, so none was created for it; "
+            "the existing run, or the cancel-stale-orders safety net, cancels it if it is not accepted",
+            order.pk, CANCEL_STALE_ORDER_JOB, order_cancellation_subject(order_id=order.pk), deadline.isoformat(),
+        )  # fmt: skip
     return order
 
 

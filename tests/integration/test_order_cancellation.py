@@ -151,6 +151,23 @@ def test_the_placed_order_returned_is_the_order_stored_with_its_claimed_run(rest
     assert list(run.events.values_list("kind", "at")) == [("claimed", PLACED_AT)]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_order_whose_cancellation_key_is_taken_is_placed_and_says_so(restaurant, caplog):
+    # A run left behind for the id the next order gets (orders wiped, ids reused).
+    first = place(restaurant)
+    taken = run_schedule_delayed(
+        job_name="cancel-stale-order", subject=f"order:{first.pk + 1}", scheduled_for=DEADLINE, now=PLACED_AT
+    )
+    assert taken is not None
+    with caplog.at_level("WARNING", logger="orders"):
+        order = place(restaurant)
+    assert order.pk == first.pk + 1
+    assert Order.objects.filter(pk=order.pk, status=OrderStatus.PLACED).exists()
+    assert cancellation_of(order).pk == taken.pk  # the run that was there, and no second one
+    warnings = [record.getMessage() for record in caplog.records if record.name == "orders"]
+    assert len(warnings) == 1 and f"order {order.pk} is placed" in warnings[0], warnings
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_on_postgresql_an_order_and_its_cancellation_are_one_statement(restaurant):
