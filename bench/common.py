@@ -12,10 +12,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,11 +24,13 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import psycopg
 from psycopg import sql as pgsql
 
 from bench.guardian import GRACE_SECONDS
+from simulation.pooler import Upstream, pgbouncer_accepts, pgbouncer_binary, pgbouncer_prepare
 from simulation.processes import descendants, group_members, proc_stat, stop_group
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -289,54 +289,35 @@ def children(bench: str) -> Iterator[tuple[list[Child], Path]]:
             child.stop()
 
 
-PGBOUNCER_CONFIG = """[databases]
-* = host=127.0.0.1 port={server_port}
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = {port}
-unix_socket_dir =
-auth_type = trust
-auth_file = {workdir}/userlist.txt
-pool_mode = transaction
-max_client_conn = 500
-default_pool_size = 20
-server_reset_query =
-logfile = {workdir}/pgbouncer.log
-pidfile = {workdir}/pgbouncer.pid
-"""
+# Server connections the benchmark's PgBouncer keeps per database: more than its
+# processes use at once (eight placers, the workers, the sampler).
+BENCH_POOL_SIZE = 20
 
 
 @contextmanager
 def pgbouncer_started(logs: Path) -> Iterator[int]:
-    """A transaction-mode PgBouncer of this benchmark's own in front of the server (a child
-    like any other: its own group, stopped with the benchmark); yield its port."""
-    binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
-    if not Path(binary).exists():
+    """A transaction-mode PgBouncer of this benchmark's own in front of the server, set up
+    as the simulation's (``simulation.pooler``) and started as a child like any other (its
+    own group, registered with the guardian, stopped with the benchmark); yield its port."""
+    binary = pgbouncer_binary()
+    if binary is None:
         raise SystemExit("pgbouncer is not installed: run `make scenario-deps` (apt-get install pgbouncer)")
-    workdir = Path(tempfile.mkdtemp(prefix="tiffin-bench-pgbouncer-"))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    (workdir / "userlist.txt").write_text('"postgres" ""\n')
-    server_port = SERVER_URL.rsplit(":", 1)[1]
-    (workdir / "pgbouncer.ini").write_text(PGBOUNCER_CONFIG.format(server_port=server_port, port=port, workdir=workdir))
-    command = [binary, str(workdir / "pgbouncer.ini")]
-    if os.geteuid() == 0:  # PgBouncer refuses to run as root
-        postgres = pwd.getpwnam("postgres")
-        for path in (workdir, *workdir.iterdir()):
-            os.chown(path, postgres.pw_uid, postgres.pw_gid)
-        command[1:1] = ["-u", "postgres"]
-    child = child_start("pgbouncer", command, env=dict(os.environ), logs=logs)
+    server = urlsplit(SERVER_URL)
+    upstream = Upstream(
+        host=server.hostname or "127.0.0.1", port=server.port or 5432, user=server.username or "postgres"
+    )
+    prepared = pgbouncer_prepare(upstream, binary=binary, pool_size=BENCH_POOL_SIZE)
+    child = child_start("pgbouncer", prepared.command, env=dict(os.environ), logs=logs)
     try:
         deadline = time.monotonic() + 15
-        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+        while not pgbouncer_accepts(prepared.port):
             if time.monotonic() > deadline or child.popen.poll() is not None:
                 raise SystemExit(f"pgbouncer did not start:\n{child.tail()}")
             time.sleep(0.1)
-        yield port
+        yield prepared.port
     finally:
         child.stop()
+        shutil.rmtree(prepared.workdir, ignore_errors=True)
 
 
 # --- Numbers ----------------------------------------------------------------------------

@@ -67,7 +67,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _config(upstream: Upstream, port: int, workdir: Path) -> str:
+def _config(upstream: Upstream, port: int, workdir: Path, pool_size: int) -> str:
     return f"""[databases]
 * = host={upstream.host} port={upstream.port}
 
@@ -79,7 +79,7 @@ auth_type = trust
 auth_file = {workdir}/userlist.txt
 pool_mode = transaction
 max_client_conn = 500
-default_pool_size = 30
+default_pool_size = {pool_size}
 server_reset_query =
 admin_users = {upstream.user}
 logfile = {workdir}/pgbouncer.log
@@ -87,30 +87,51 @@ pidfile = {workdir}/pgbouncer.pid
 """
 
 
-@contextmanager
-def pgbouncer(upstream: Upstream, *, binary: str) -> Iterator[int]:
-    """Run a transaction-mode PgBouncer in front of ``upstream``; yield its port."""
+@dataclass(frozen=True)
+class Prepared:
+    """A PgBouncer ready to start: its command line, the free port it will listen on and
+    its directory (config, userlist, log), to be removed once it has stopped."""
+
+    command: list[str]
+    port: int
+    workdir: Path
+
+
+def pgbouncer_prepare(upstream: Upstream, *, binary: str, pool_size: int = 30) -> Prepared:
+    """Write the config of a transaction-mode PgBouncer in front of ``upstream`` (up to
+    ``pool_size`` server connections per database and user) in a new directory; as root,
+    hand the directory to ``postgres`` and run as that user. The caller starts the command
+    in a process group of its own and waits for ``pgbouncer_accepts``."""
     workdir = Path(tempfile.mkdtemp(prefix="tiffin-pgbouncer-"))
     port = _free_port()
     (workdir / "userlist.txt").write_text(f'"{upstream.user}" "{upstream.password}"\n')
     config = workdir / "pgbouncer.ini"
-    config.write_text(_config(upstream, port, workdir))
+    config.write_text(_config(upstream, port, workdir, pool_size))
     command = [binary, str(config)]
     if os.geteuid() == 0:
         postgres = pwd.getpwnam("postgres")
         for path in (workdir, *workdir.iterdir()):
             os.chown(path, postgres.pw_uid, postgres.pw_gid)
         command = [binary, "-u", "postgres", str(config)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    return Prepared(command=command, port=port, workdir=workdir)
+
+
+@contextmanager
+def pgbouncer(upstream: Upstream, *, binary: str) -> Iterator[int]:
+    """Run a transaction-mode PgBouncer in front of ``upstream``; yield its port."""
+    prepared = pgbouncer_prepare(upstream, binary=binary)
+    process = subprocess.Popen(
+        prepared.command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
-        wait_for(lambda: _accepts(port), timeout=15, what="pgbouncer listening")
-        yield port
+        wait_for(lambda: pgbouncer_accepts(prepared.port), timeout=15, what="pgbouncer listening")
+        yield prepared.port
     finally:
         stop_group(process, grace=10)
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(prepared.workdir, ignore_errors=True)
 
 
-def _accepts(port: int) -> bool:
+def pgbouncer_accepts(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
