@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
-from django.db import connection
+from django.db import connection, transaction
 
 
 def wait_until_blocked(waiting: int = 1, timeout: float = 10.0) -> None:
@@ -58,3 +59,26 @@ def race_behind_lock(
     release.set()
     first.join()
     second.join()
+
+
+@contextmanager
+def held_in_thread(work: Callable[[], object], *, timeout: float = 10.0) -> Iterator[None]:
+    """Run ``work`` in a transaction on a thread's own connection and keep that transaction
+    open (its locks held) for the block; it ends, and the thread with it, when the block
+    does, however the block ends."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with transaction.atomic():
+            work()
+            holding.set()
+            release.wait(timeout * 3)
+
+    thread = threading.Thread(target=in_own_connection(hold))
+    thread.start()
+    try:
+        assert holding.wait(timeout), "the holding transaction did not start"
+        yield
+    finally:
+        release.set()
+        thread.join(timeout * 3)

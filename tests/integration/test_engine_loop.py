@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
 import time_machine
-from django.db import transaction
 from django.test import override_settings
 
 from scheduling import services, sql
@@ -18,7 +16,7 @@ from scheduling.models import JobRun, JobRunEvent, RunStatus, SchedulerNode
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
 from tests.engine import T0, make_job, queued_tasks
-from tests.locks import in_own_connection
+from tests.locks import held_in_thread
 
 
 @pytest.mark.django_db
@@ -115,23 +113,13 @@ def test_two_schedulers_taking_due_runs_at_once_take_each_run_once(settings):
     with registry.replaced(later):
         for n in range(100):
             services.run_schedule_delayed(job_name="later", subject=f"x:{n}", scheduled_for=T0, now=T0)
-        holding, release = threading.Event(), threading.Event()
         taken: dict[str, list[int]] = {}
 
         def first() -> None:
-            with transaction.atomic():
-                taken["first"] = [run.id for run in sql.enqueue_due_runs(now=T0, job_names=["later"], limit=30)]
-                holding.set()
-                release.wait(10)
+            taken["first"] = [run.id for run in sql.enqueue_due_runs(now=T0, job_names=["later"], limit=30)]
 
-        thread = threading.Thread(target=in_own_connection(first))
-        thread.start()
-        try:
-            assert holding.wait(10)
+        with held_in_thread(first):
             count, more_due = runs_enqueue_due(now=T0, paused=set())
-        finally:
-            release.set()
-            thread.join()
         taken["second"] = list(
             JobRun.objects.filter(status=RunStatus.ENQUEUED).exclude(id__in=taken["first"]).values_list("id", flat=True)
         )
