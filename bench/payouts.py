@@ -294,6 +294,8 @@ def weekly_point(url: str, args: argparse.Namespace, delay: timedelta, name: str
     vacuuming, made every later round 50 times slower: a state no append-only ledger is in.)"""
     from django.db import connections
 
+    from payouts.partitions import history_shorten
+
     generated = data_generate(
         url,
         restaurants=args.size,
@@ -302,6 +304,9 @@ def weekly_point(url: str, args: argparse.Namespace, delay: timedelta, name: str
         weeks=1,
         history=args.history_weeks,
     )
+    # The ledger in years from its start, as a deployment's own weekly runs would have
+    # left it (payouts/partitions.py); with no history, the run's own year.
+    history_shorten(since=AS_OF - timedelta(weeks=(args.history_weeks or 0) + 3))
     history = history_pay(url, delay) if args.history_weeks else 0.0
     ledger = sql_value(url, "SELECT count(*) FROM payouts_payout")
     connections.close_all()

@@ -38,6 +38,7 @@ from orders.models import CommissionRateChange, Restaurant
 from payouts import sql
 from payouts.errors import PayoutError
 from payouts.models import PAYOUT_JOB, Payout
+from payouts.partitions import partitions_ensure
 from payouts.selectors import payout_batches, payout_restaurant_ids, payout_weeks_due, payout_weeks_recent
 from scheduling.fencing import fence_check
 from scheduling.models import JobRun
@@ -86,6 +87,7 @@ def payouts_pay_due(
     restaurants per transaction (None: the PAYOUT_BATCH_SIZE setting).
     """
     size = batch_size or settings.PAYOUT_BATCH_SIZE
+    partitions_ensure(now=now)
     ids = payout_restaurant_ids(restaurant_ids=restaurant_ids)
     batches = payout_batches(ids=ids, restricted=restaurant_ids is not None, size=size)
     written = 0
