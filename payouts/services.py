@@ -43,6 +43,7 @@ from payouts.selectors import payout_batches, payout_restaurant_ids, payout_week
 from scheduling.fencing import fence_check
 from scheduling.models import JobRun
 from scheduling.services import run_execute_here
+from tiffin.db import jit_off
 
 # One fencing resource for the whole ledger: any run that wrote payouts makes every run
 # with an older token stale, whichever restaurants each covered.
@@ -88,7 +89,11 @@ def payouts_pay_due(
     """
     size = batch_size or settings.PAYOUT_BATCH_SIZE
     partitions_ensure(now=now)
-    ids = payout_restaurant_ids(restaurant_ids=restaurant_ids)
+    with transaction.atomic():
+        # Each restaurant's paid_through probe names every partition of the ledger: costed
+        # past jit_above_cost, JIT compiled the lookup for longer than it ran (BENCHMARKS.md).
+        jit_off()
+        ids = payout_restaurant_ids(restaurant_ids=restaurant_ids)
     batches = payout_batches(ids=ids, restricted=restaurant_ids is not None, size=size)
     written = 0
     for number, batch in enumerate(batches, start=1):
@@ -112,6 +117,7 @@ def _pay_batch(
     that got nothing from the weeks reaching back to their ledgers' ends: the ones behind,
     and the few with nothing due (who cost a probe each)."""
     with transaction.atomic():
+        jit_off()  # index lookups per restaurant, like the probe above
         fence_check(PAYOUT_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
         weeks = payout_weeks_recent(batch=batch, as_of=as_of)
         paid = sql.payouts_insert_due(batch=batch, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)

@@ -21,7 +21,7 @@ from django.db.models import Q
 
 from scheduling.events import events_write
 from scheduling.models import DUE_STATUSES, FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
-from tiffin.db import columns_of, execute, fetch, id_in, instances_from_rows
+from tiffin.db import columns_of, execute, fetch, id_in, instances_from_rows, jit_off
 
 # Namespace for the two-key advisory locks, so they never collide with another app's.
 _ADVISORY_NAMESPACE = 0x7F1F
@@ -573,8 +573,7 @@ def prune_batch_begin() -> None:
     or the id array stops them after one batch, so JIT compiled each statement for far
     longer than it ran (BENCHMARKS.md, benchmark 6). Nothing to do on SQLite.
     """
-    if connection.vendor == "postgresql":
-        execute("SET LOCAL jit = off")
+    jit_off()
 
 
 def prunable_runs_pick(rule: PruneRule, *, after: tuple[Any, int] | None, limit: int) -> list[tuple[Any, int]]:

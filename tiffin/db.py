@@ -1,6 +1,7 @@
 """What the apps' hand-written SQL shares: the one way it runs (``fetch``, ``execute``),
-its parameters (``adapt``), an id list (``id_in``), and rows read back as model instances
-(``columns_of``, ``instances_from_rows``)."""
+its parameters (``adapt``), an id list (``id_in``), rows read back as model instances
+(``columns_of``, ``instances_from_rows``), and JIT turned off for a transaction
+(``jit_off``)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,16 @@ def execute(sql: str, params: Params = ()) -> int:
     with connection.cursor() as cursor:
         cursor.execute(sql, _adapted(params))
         return max(int(cursor.rowcount), 0)
+
+
+def jit_off() -> None:
+    """Turn PostgreSQL's JIT off for the rest of the caller's transaction (SET LOCAL; it
+    must be in one). For statements the planner costs far past ``jit_above_cost`` though
+    they stop after a batch or probe an index per row: JIT compiled them for longer than
+    they ran, and for longer the more partitions they name (BENCHMARKS.md, benchmarks 1 and
+    6). Nothing to do on SQLite."""
+    if connection.vendor == "postgresql":
+        execute("SET LOCAL jit = off")
 
 
 def id_in(column: str, ids: Sequence[Any]) -> tuple[str, list[Any]]:

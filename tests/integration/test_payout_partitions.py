@@ -26,6 +26,7 @@ from payouts.partitions import (
     year_name,
     year_start,
 )
+from payouts.services import payouts_pay_due
 from tests.engine import pay
 from tests.locks import held_in_thread
 
@@ -155,3 +156,26 @@ def test_an_empty_history_is_shortened_into_years_for_a_backfill_and_a_held_one_
     with pytest.raises(PartitionError, match="holds payouts from 2023-06-05"):
         history_shorten(since=datetime(2022, 1, 1, tzinfo=UTC))
     assert layout() == before and partition_of(old) == HISTORY
+
+
+@pytest.mark.django_db
+def test_the_pass_probes_and_writes_with_jit_off(restaurant_factory: Any):
+    # Costed by the partitions they name, the open-ledger probe and the batches went past
+    # jit_above_cost: JIT compiled the probe for 60 ms that ran for 2 (bench.payouts).
+    from django.test.utils import CaptureQueriesContext
+
+    for _ in range(3):
+        restaurant_factory(timezone="UTC", onboarded_at=datetime(2029, 12, 17, 9, tzinfo=UTC))
+    with CaptureQueriesContext(connection) as captured:
+        payouts_pay_due(
+            as_of=datetime(2030, 1, 14, 2, tzinfo=UTC), fence=1, job_run_id=None,
+            now=datetime(2030, 1, 14, 2, 5, tzinfo=UTC), batch_size=1,
+        )  # fmt: skip
+    statements = [q["sql"] for q in captured.captured_queries]
+    probe = next(i for i, sql in enumerate(statements) if sql.startswith('SELECT "orders_restaurant"."id"'))
+    batches = [i for i, sql in enumerate(statements) if sql.lstrip().startswith("INSERT INTO payouts_payout")]
+    assert len(batches) == 3 and Payout.objects.count() == 12
+    # Each in a transaction (a savepoint here) that turned JIT off before it.
+    for at in [probe, *batches]:
+        began = max(i for i in range(at) if statements[i].startswith("SAVEPOINT"))
+        assert "SET LOCAL jit = off" in statements[began:at], statements[began : at + 1]
