@@ -23,6 +23,15 @@ from scheduling.events import events_write
 from scheduling.models import DUE_STATUSES, FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
 from tiffin.db import columns_of, execute, fetch, id_in, instances_from_rows, jit_off
 
+# Statuses as SQL literals, never parameters, where a partial index's WHERE names them:
+# a parameter cannot prove the index's predicate, so once a prepared statement switches
+# to its generic plan (server-side binding, prepare_threshold 5: tiffin/env.py) PostgreSQL
+# scanned job_runs instead of the index (EXPLAIN of the generic plan: a Seq Scan).
+# job_run_due holds the due statuses, "('scheduled', 'failed', 'abandoned')";
+# job_run_finished the final ones, "('succeeded', 'skipped', 'superseded', 'dead')".
+_DUE = "({})".format(", ".join(f"'{status}'" for status in DUE_STATUSES))
+_FINAL = "({})".format(", ".join(f"'{status}'" for status in FINAL_STATUSES))
+
 # Namespace for the two-key advisory locks, so they never collide with another app's.
 _ADVISORY_NAMESPACE = 0x7F1F
 
@@ -208,8 +217,7 @@ def enqueue_due_runs(*, now: datetime, job_names: Sequence[str], limit: int) -> 
         events_write(runs, kind="enqueued", now=now)
         return runs
     params = {
-        "now": now, "jobs": list(job_names), "limit": limit, "due": [status.value for status in DUE_STATUSES],
-        "enqueued": RunStatus.ENQUEUED.value,
+        "now": now, "jobs": list(job_names), "limit": limit, "enqueued": RunStatus.ENQUEUED.value,
     }  # fmt: skip
     return instances_from_rows(JobRun, fetch(_enqueue_due_statement(), params))
 
@@ -220,7 +228,7 @@ def _enqueue_due_statement() -> str:
     recorded = _events_cte("enqueued", at="%(now)s", kind="'enqueued'")
     return (
         "WITH due AS ("
-        "SELECT id FROM job_runs WHERE status = ANY(%(due)s) AND due_at <= %(now)s AND job_name = ANY(%(jobs)s) "
+        f"SELECT id FROM job_runs WHERE status IN {_DUE} AND due_at <= %(now)s AND job_name = ANY(%(jobs)s) "
         "ORDER BY due_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED"
         "), enqueued AS ("
         "UPDATE job_runs SET status = %(enqueued)s, enqueued_at = %(now)s "
@@ -474,11 +482,10 @@ def pass_work_find(
     """
     due_jobs, due_params = id_in("job_name", active)
     stale_jobs, stale_params = id_in("job_name", declared)
-    due_statuses = ", ".join(f"'{status}'" for status in DUE_STATUSES)
     rows = fetch(
         # The third column a timestamp in every branch with a row (a bare NULL there is text).
         "SELECT 'due', '', (SELECT due_at FROM job_runs"
-        f" WHERE status IN ({due_statuses}) AND due_at IS NOT NULL AND {due_jobs} ORDER BY due_at LIMIT 1)"
+        f" WHERE status IN {_DUE} AND due_at IS NOT NULL AND {due_jobs} ORDER BY due_at LIMIT 1)"
         " UNION ALL SELECT 'running', job_name, MIN(started_at) FROM job_runs WHERE status = 'running'"
         " AND started_at < %s GROUP BY job_name"
         " UNION ALL SELECT 'stale', '', NULL WHERE EXISTS (SELECT 1 FROM job_runs"
@@ -505,11 +512,6 @@ class PruneRule:
     horizon: datetime  # a cron job's run: scheduled_for before this (delayed runs: no bound)
     job_names: tuple[str, ...]  # the jobs the rule is for ...
     other_jobs: bool  # ... or, when True, every job but those
-
-
-# The statuses a run never leaves on its own; the partial index job_run_finished holds
-# exactly these: "('succeeded', 'skipped', 'superseded', 'dead')".
-_FINAL = "({})".format(", ".join(f"'{status}'" for status in FINAL_STATUSES))
 
 
 def _references() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:

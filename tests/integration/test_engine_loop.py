@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 import time_machine
+from django.db import connection
 from django.test import override_settings
 
 from scheduling import services, sql
@@ -129,3 +130,26 @@ def test_two_schedulers_taking_due_runs_at_once_take_each_run_once(settings):
     enqueued_events = JobRunEvent.objects.filter(kind="enqueued").values_list("run_id", flat=True)
     assert sorted(enqueued_events) == sorted(taken["first"] + taken["second"])
     assert sorted(run_id for task in queued_tasks() for run_id in task["args"][0]) == sorted(taken["second"])
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_the_due_run_pick_uses_its_partial_index_even_in_a_generic_plan():
+    # Statements are prepared after five runs (tiffin/env.py), and PostgreSQL may then plan
+    # them once for any parameters. With the statuses as a parameter that plan could not
+    # use job_run_due and read job_runs whole on every pass; they are literals now.
+    later = make_job("later", delayed=True)
+    with registry.replaced(later):
+        services.run_schedule_delayed(job_name="later", subject="x", scheduled_for=T0, now=T0)
+        plans: list[str] = []
+        connection.ensure_connection()
+        connection.connection.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+        with connection.cursor() as cursor:
+            cursor.execute("LOAD 'auto_explain'")
+            cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            cursor.execute("SET LOCAL auto_explain.log_min_duration = 0")
+            cursor.execute("SET LOCAL auto_explain.log_nested_statements = on")
+            cursor.execute("SET LOCAL auto_explain.log_level = notice")
+        assert [run.subject for run in sql.enqueue_due_runs(now=T0, job_names=["later"], limit=30)] == ["x"]
+    picks = [plan for plan in plans if "FOR UPDATE SKIP LOCKED" in plan]
+    assert picks and "job_run_due" in picks[-1], plans
