@@ -26,11 +26,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Min
 
 from scheduling import cron, metrics, sql
 from scheduling.events import runs_log, runs_record
-from scheduling.models import DUE_STATUSES, JobRun, RunStatus, Schedule, Trigger
+from scheduling.models import JobRun, RunStatus, Schedule, Trigger
 from scheduling.policies import PlannedTick, misfire_plan
 from scheduling.queue import enqueue_runs, enqueue_runs_many
 from scheduling.registry import Job, registry
@@ -404,9 +403,5 @@ def next_wakeup(*, now: datetime, report: TickReport | None = None) -> datetime:
 
 def _first_due() -> datetime | None:
     """The earliest due_at of a waiting delayed run or retry of a declared, unpaused job."""
-    due: datetime | None = (
-        JobRun.objects.filter(status__in=DUE_STATUSES, job_name__in=[job.name for job in registry.all()])
-        .exclude(job_name__in=Schedule.objects.filter(paused=True).values("job_name"))
-        .aggregate(first=Min("due_at"))["first"]
-    )
-    return due
+    paused = set(Schedule.objects.filter(paused=True).values_list("job_name", flat=True))
+    return sql.first_due_at(active=[job.name for job in registry.all() if job.name not in paused])

@@ -484,8 +484,7 @@ def pass_work_find(
     stale_jobs, stale_params = id_in("job_name", declared)
     rows = fetch(
         # The third column a timestamp in every branch with a row (a bare NULL there is text).
-        "SELECT 'due', '', (SELECT due_at FROM job_runs"
-        f" WHERE status IN {_DUE} AND due_at IS NOT NULL AND {due_jobs} ORDER BY due_at LIMIT 1)"
+        f"SELECT 'due', '', ({_first_due_query(due_jobs)})"
         " UNION ALL SELECT 'running', job_name, MIN(started_at) FROM job_runs WHERE status = 'running'"
         " AND started_at < %s GROUP BY job_name"
         " UNION ALL SELECT 'stale', '', NULL WHERE EXISTS (SELECT 1 FROM job_runs"
@@ -497,6 +496,26 @@ def pass_work_find(
     due = first_due is not None and first_due <= due_by
     stale = any(kind == "stale" for kind, _, _ in rows)
     return PassWork(long_running_jobs=running, due=due, stale=stale, first_due=first_due)
+
+
+def first_due_at(*, active: Sequence[str]) -> datetime | None:
+    """The earliest ``due_at`` of an ``active`` job's waiting delayed run or retry (None:
+    none), as ``pass_work_find`` reads it: for the loop's sleep after a pass that took
+    due runs. (As an ORM aggregate its statuses were parameters, and the generic plan of
+    the prepared statement could not use job_run_due: see ``_DUE``.)"""
+    if not active:
+        return None
+    due_jobs, params = id_in("job_name", active)
+    rows = fetch(_first_due_query(due_jobs), params)
+    return _instant(rows[0][0]) if rows else None
+
+
+def _first_due_query(due_jobs: str) -> str:
+    # job_run_due (due_at) WHERE status IN (the due statuses), read forwards to the first row.
+    return (
+        f"SELECT due_at FROM job_runs WHERE status IN {_DUE} AND due_at IS NOT NULL AND {due_jobs} "
+        "ORDER BY due_at LIMIT 1"
+    )
 
 
 # --- Retention (scheduling.retention) ------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -132,24 +133,55 @@ def test_two_schedulers_taking_due_runs_at_once_take_each_run_once(settings):
     assert sorted(run_id for task in queued_tasks() for run_id in task["args"][0]) == sorted(taken["second"])
 
 
+def generic_plans(work: Callable[[], object]) -> list[str]:
+    """The plans of the statements ``work`` runs, each planned once for any parameters, as
+    a prepared statement may be after five runs (tiffin/env.py), and with sequential scans
+    priced out, as on a table too large to read whole (this one has a row or two), through
+    auto_explain."""
+    plans: list[str] = []
+    connection.ensure_connection()
+    connection.connection.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+    with connection.cursor() as cursor:
+        cursor.execute("LOAD 'auto_explain'")
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL auto_explain.log_min_duration = 0")
+        cursor.execute("SET LOCAL auto_explain.log_nested_statements = on")
+        cursor.execute("SET LOCAL auto_explain.log_level = notice")
+    work()
+    with connection.cursor() as cursor:
+        # auto_explain reports a statement when its portal closes: the next one.
+        cursor.execute("SELECT 1")
+    return plans
+
+
+# With the statuses as a parameter a generic plan cannot use job_run_due, and read
+# job_runs whole on every scheduler pass; they are literals (scheduling/sql.py _DUE).
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db
 def test_the_due_run_pick_uses_its_partial_index_even_in_a_generic_plan():
-    # Statements are prepared after five runs (tiffin/env.py), and PostgreSQL may then plan
-    # them once for any parameters. With the statuses as a parameter that plan could not
-    # use job_run_due and read job_runs whole on every pass; they are literals now.
     later = make_job("later", delayed=True)
     with registry.replaced(later):
         services.run_schedule_delayed(job_name="later", subject="x", scheduled_for=T0, now=T0)
-        plans: list[str] = []
-        connection.ensure_connection()
-        connection.connection.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
-        with connection.cursor() as cursor:
-            cursor.execute("LOAD 'auto_explain'")
-            cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-            cursor.execute("SET LOCAL auto_explain.log_min_duration = 0")
-            cursor.execute("SET LOCAL auto_explain.log_nested_statements = on")
-            cursor.execute("SET LOCAL auto_explain.log_level = notice")
-        assert [run.subject for run in sql.enqueue_due_runs(now=T0, job_names=["later"], limit=30)] == ["x"]
+        taken: list[str] = []
+        plans = generic_plans(
+            lambda: taken.extend(run.subject for run in sql.enqueue_due_runs(now=T0, job_names=["later"], limit=30))
+        )
+    assert taken == ["x"]
     picks = [plan for plan in plans if "FOR UPDATE SKIP LOCKED" in plan]
     assert picks and "job_run_due" in picks[-1], plans
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_the_first_due_run_after_a_pass_is_read_from_its_partial_index_even_in_a_generic_plan():
+    later = make_job("later", delayed=True)
+    with registry.replaced(later):
+        services.run_schedule_delayed(job_name="later", subject="x", scheduled_for=T0, now=T0)
+        first: list[object] = []
+        plans = generic_plans(lambda: first.append(sql.first_due_at(active=["later"])))
+    assert first == [T0]
+    reads = [plan for plan in plans if "ORDER BY due_at LIMIT 1" in plan]
+    assert reads and "job_run_due" in reads[-1], plans
