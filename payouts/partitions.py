@@ -98,8 +98,8 @@ def bound(instant: datetime) -> str:
 
 def partitions_ensure(*, now: datetime) -> list[str]:
     """Make the years through ``now + AHEAD`` that do not exist yet; return their names
-        (none: nothing to do, not PostgreSQL, the lock not had in time, or rows in the future
-        partition). Runs in a transaction of its own; inside the caller's, the lock of a split
+    (none: nothing to do, not PostgreSQL, the lock not had in time, or rows in the future
+    partition). Runs in a transaction of its own; inside the caller's, the lock of a split
     is held until that one ends."""
     if connection.vendor != "postgresql":
         return []
@@ -141,15 +141,28 @@ def history_shorten(*, since: datetime) -> list[str]:
                 f"{HISTORY} holds payouts from {held.isoformat()}: it cannot end at {start.isoformat()}"
             )
         cursor.execute(f"ALTER TABLE {TABLE} DETACH PARTITION {HISTORY}")
-        cursor.execute(f"ALTER TABLE {HISTORY} ADD CONSTRAINT {HISTORY}_bound CHECK (period_start < {bound(start)})")
-        cursor.execute(f"ALTER TABLE {TABLE} ATTACH PARTITION {HISTORY} FOR VALUES FROM (MINVALUE) TO ({bound(start)})")
-        cursor.execute(f"ALTER TABLE {HISTORY} DROP CONSTRAINT {HISTORY}_bound")
-        made = []
-        while start < end:
-            partition_create(cursor, year_name(start), start=start, end=year_after(start))
-            made.append(year_name(start))
-            start = year_after(start)
-        return made
+        history_attach(cursor, end=start)
+        return _years_create(cursor, start=start, before=end)
+
+
+def history_attach(cursor: CursorWrapper, *, end: datetime) -> None:
+    """Attach the (detached) history table as the partition of everything before ``end``,
+    its rows checked against the bound by a constraint first, so ATTACH need not scan for
+    it again. The caller holds ACCESS EXCLUSIVE on the table (migration 0008 does too)."""
+    cursor.execute(f"ALTER TABLE {HISTORY} ADD CONSTRAINT {HISTORY}_bound CHECK (period_start < {bound(end)})")
+    cursor.execute(f"ALTER TABLE {TABLE} ATTACH PARTITION {HISTORY} FOR VALUES FROM (MINVALUE) TO ({bound(end)})")
+    cursor.execute(f"ALTER TABLE {HISTORY} DROP CONSTRAINT {HISTORY}_bound")
+
+
+def _years_create(cursor: CursorWrapper, *, start: datetime, before: datetime) -> list[str]:
+    """Make one partition per year from ``start`` (a year's start) to ``before``; return
+    their names."""
+    made = []
+    while start < before:
+        partition_create(cursor, year_name(start), start=start, end=year_after(start))
+        made.append(year_name(start))
+        start = year_after(start)
+    return made
 
 
 def partition_create(cursor: CursorWrapper, name: str, *, start: datetime, end: datetime | None) -> None:
@@ -183,13 +196,10 @@ def future_split(cursor: CursorWrapper, *, through: datetime) -> list[str]:
             start.isoformat(),
         )
         return []
-    made = []
     cursor.execute(f"ALTER TABLE {TABLE} DETACH PARTITION {FUTURE}")
     cursor.execute(f"DROP TABLE {FUTURE}")
-    while start <= through:
-        partition_create(cursor, year_name(start), start=start, end=year_after(start))
-        made.append(year_name(start))
-        start = year_after(start)
-    partition_create(cursor, FUTURE, start=start, end=None)
-    logger.info("payout partitions: made %s; %s now starts at %s", ", ".join(made), FUTURE, start.isoformat())
+    after = year_after(year_start(through))  # every year starting at or before ``through``
+    made = _years_create(cursor, start=start, before=after)
+    partition_create(cursor, FUTURE, start=after, end=None)
+    logger.info("payout partitions: made %s; %s now starts at %s", ", ".join(made), FUTURE, after.isoformat())
     return made

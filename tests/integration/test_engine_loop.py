@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
@@ -159,16 +159,21 @@ def generic_plans(work: Callable[[], object]) -> list[str]:
 # job_runs whole on every scheduler pass; they are literals (scheduling/sql.py _DUE).
 
 
+@pytest.fixture
+def one_due_run() -> Iterator[None]:
+    """A delayed job "later" with one run, subject "x", due at T0."""
+    with registry.replaced(make_job("later", delayed=True)):
+        services.run_schedule_delayed(job_name="later", subject="x", scheduled_for=T0, now=T0)
+        yield
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db
-def test_the_due_run_pick_uses_its_partial_index_even_in_a_generic_plan():
-    later = make_job("later", delayed=True)
-    with registry.replaced(later):
-        services.run_schedule_delayed(job_name="later", subject="x", scheduled_for=T0, now=T0)
-        taken: list[str] = []
-        plans = generic_plans(
-            lambda: taken.extend(run.subject for run in sql.enqueue_due_runs(now=T0, job_names=["later"], limit=30))
-        )
+def test_the_due_run_pick_uses_its_partial_index_even_in_a_generic_plan(one_due_run):
+    taken: list[str] = []
+    plans = generic_plans(
+        lambda: taken.extend(run.subject for run in sql.enqueue_due_runs(now=T0, job_names=["later"], limit=30))
+    )
     assert taken == ["x"]
     picks = [plan for plan in plans if "FOR UPDATE SKIP LOCKED" in plan]
     assert picks and "job_run_due" in picks[-1], plans
@@ -176,12 +181,9 @@ def test_the_due_run_pick_uses_its_partial_index_even_in_a_generic_plan():
 
 @pytest.mark.postgres
 @pytest.mark.django_db
-def test_the_first_due_run_after_a_pass_is_read_from_its_partial_index_even_in_a_generic_plan():
-    later = make_job("later", delayed=True)
-    with registry.replaced(later):
-        services.run_schedule_delayed(job_name="later", subject="x", scheduled_for=T0, now=T0)
-        first: list[object] = []
-        plans = generic_plans(lambda: first.append(sql.first_due_at(active=["later"])))
+def test_the_first_due_run_after_a_pass_is_read_from_its_partial_index_even_in_a_generic_plan(one_due_run):
+    first: list[object] = []
+    plans = generic_plans(lambda: first.append(sql.first_due_at(active=["later"])))
     assert first == [T0]
     reads = [plan for plan in plans if "ORDER BY due_at LIMIT 1" in plan]
     assert reads and "job_run_due" in reads[-1], plans
