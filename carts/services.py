@@ -115,36 +115,24 @@ def carts_delete_stale(
 
     Id order, not oldest first: carts sit on disk about in id order, so a batch touches
     a few adjacent pages instead of the whole table (BENCHMARKS.md, benchmark 2). The
-    pass never goes back: a cart skipped while locked waits for the next night.
+    pass never goes back: a cart skipped while locked waits for the next night. One batch
+    is one statement on PostgreSQL (``carts.sql``).
     """
     total = CartCleanup(carts=0, items=0, batches=0)
     after_id = 0
     while True:
-        picked, carts, items = _delete_stale_batch(cutoff=cutoff, batch_size=batch_size, after_id=after_id)
-        if not picked:
+        batch = _delete_stale_batch(cutoff=cutoff, batch_size=batch_size, after_id=after_id)
+        if batch.last_id is None:
             return total
-        after_id = picked[-1]
-        total = CartCleanup(carts=total.carts + carts, items=total.items + items, batches=total.batches + 1)
+        after_id = batch.last_id
+        total = CartCleanup(carts=total.carts + batch.carts, items=total.items + batch.items, batches=total.batches + 1)
         if on_batch is not None:
             on_batch(total)
-        if len(picked) < batch_size:
+        if batch.picked < batch_size:
             return total
 
 
-def _delete_stale_batch(*, cutoff: datetime, batch_size: int, after_id: int) -> tuple[list[int], int, int]:
-    """One batch in one transaction: (ids picked, in order; carts deleted; items deleted)."""
+def _delete_stale_batch(*, cutoff: datetime, batch_size: int, after_id: int) -> sql.StaleBatch:
+    """One batch in one transaction."""
     with transaction.atomic():
-        # WHERE updated_at < cutoff AND id > after_id ORDER BY id LIMIT n FOR UPDATE SKIP
-        # LOCKED: a range scan of the primary key when most carts are stale; when few are,
-        # the planner takes them from cart_updated_at and sorts them.
-        picked = list(
-            Cart.objects.select_for_update(skip_locked=True)
-            .filter(updated_at__lt=cutoff, id__gt=after_id)
-            .order_by("id")
-            .values_list("id", flat=True)[:batch_size]
-        )
-        if not picked:
-            return [], 0, 0
-        deleted = sql.carts_delete(cart_ids=picked, cutoff=cutoff)
-        items = sql.cart_items_delete(cart_ids=deleted)
-    return picked, len(deleted), items
+        return sql.stale_batch_delete(cutoff=cutoff, after_id=after_id, batch_size=batch_size)
