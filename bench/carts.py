@@ -3,15 +3,17 @@
 One million carts with about three million items (one to five each), three quarters of
 them untouched for more than a week as of the nightly tick of 2026-03-30 02:00 UTC.
 Generated with set-based SQL into one database, which is then cloned for every round
-(``--rounds``, 3 by default: each side's fastest is kept), so the project and the
-reference start from byte-identical data each time, each after a checkpoint of its own.
+(``--rounds``; by default 5 below a million carts, where a round takes a second or two
+and the machine's noise is a third of it, and 3 from there: each side's fastest is kept),
+so the project and the reference start from byte-identical data each time, each after a
+checkpoint of its own.
 
 - project: the ``clean-carts`` job through ``run_claim_manual`` and ``runs_execute`` in
   this process: batches of CART_CLEANUP_BATCH_SIZE carts, each its own transaction
   (pick with FOR UPDATE SKIP LOCKED, delete the carts still untouched, re-checking
   ``updated_at``, then the items of the carts deleted). Each batch's transaction is
   timed by wrapping the service's batch function (``carts.services._delete_stale_batch``),
-  commit included.
+  commit included. On PostgreSQL a batch is one statement (``carts/sql.py``).
 - reference: one raw statement, ``WITH stale AS (DELETE FROM carts_cart WHERE updated_at
   < cutoff RETURNING id) DELETE FROM carts_cartitem WHERE cart_id IN (SELECT id FROM
   stale)``, in autocommit (the item foreign key is deferred, so one statement may delete
@@ -26,7 +28,7 @@ Goals: project time at most 1.2 x the reference's at every size of the curve
 200 ms; in every round the second process sees no error, no live cart is lost, no rescued
 cart deleted, no stale cart left.
 
-    python -m bench.carts [--sizes 100000,1000000] [--rounds 3]
+    python -m bench.carts [--sizes 100000,1000000] [--rounds N]
 """
 
 from __future__ import annotations
@@ -287,7 +289,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100000,1000000", help="carts per size of the curve, comma-separated")
     parser.add_argument("--name", default=NAME, help="the result's name (bench/results/<name>.json)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per size, each side's fastest kept")
+    parser.add_argument("--rounds", type=int, help="rounds per size, each side's fastest kept (default: 5, 3 from 1M)")
     parser.add_argument("--carts", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--point", type=Path, help=argparse.SUPPRESS)
@@ -297,7 +299,7 @@ def main() -> int:
         toucher(args.toucher[0], Path(args.toucher[1]), args.carts)
         return 0
     if args.point:
-        m = measure(args.size, args.rounds)
+        m = measure(args.size, args.rounds or rounds_default(args.size))
         project, reference = m.pop("project"), m.pop("reference")
         point_write(args.point, Point(size=args.size, units=m["stale"], project=project, reference=reference, extra=m))
         return 0
@@ -305,7 +307,13 @@ def main() -> int:
         sizes = sizes_parse(args.sizes)
     except ValueError as error:
         parser.error(str(error))
-    return report(args, points_measure(NAME, sizes, ["--rounds", str(args.rounds)])).finish()
+    return report(args, points_measure(NAME, sizes, ["--rounds", str(args.rounds)] if args.rounds else [])).finish()
+
+
+def rounds_default(carts: int) -> int:
+    """Rounds at a size: 5 below a million carts (a round of a second or two, moved by a
+    third from one to the next on this machine), 3 from there (a round of 10 s or more)."""
+    return 5 if carts < 1_000_000 else 3
 
 
 def report(args: argparse.Namespace, points: list[Point]) -> Report:
@@ -347,7 +355,8 @@ def report(args: argparse.Namespace, points: list[Point]) -> Report:
     rep.note(f"plot: {plot.relative_to(ROOT)}")
     rep.note(f"batch size {ms[0]['batch_size']} carts; data generated with set-based SQL (not timed), one to five "
              "items per cart, each size in databases of its own, dropped afterwards")  # fmt: skip
-    rep.note(f"{args.rounds} rounds per size, each on fresh copies of the generated data, reference then project; "
+    counts = ", ".join(f"{len(m['rounds'])} at {m['carts']:,}" for m in ms)
+    rep.note(f"rounds per size ({counts}), each on fresh copies of the generated data, reference then project; "
              "each side's fastest round, every round's outcome")  # fmt: skip
     rep.note("meanwhile a second process adds items to live carts and touches stale ones, about 200 times a second")
     rep.note("the reference's one statement holds the lock on every stale cart until it commits: a touch waits it out")
