@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import Any, TypeVar
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 
 ModelT = TypeVar("ModelT", bound=models.Model)
 
@@ -88,14 +88,15 @@ def instances_from_rows(model: type[ModelT], rows: Sequence[Sequence[Any]]) -> l
     (``columns_of``), each value converted as the ORM converts it when it reads the field
     (dates from SQLite's text, JSON), so an instance read here equals one read through a
     queryset, without the queryset's per-call work of resolving columns and converters."""
+    conn = connections[DEFAULT_DB_ALIAS]  # not the proxy: a thread-local lookup per read
     names = [field.attname for field in model._meta.concrete_fields]
-    converters = _converters(model)
+    converters = _converters(model, conn)
     instances = []
     for row in rows:
         values = list(row)
         for index, converter, column in converters:
-            values[index] = converter(values[index], column, connection)
-        instances.append(model.from_db(connection.alias, names, values))
+            values[index] = converter(values[index], column, conn)
+        instances.append(model.from_db(conn.alias, names, values))
     return instances
 
 
@@ -106,15 +107,16 @@ _CONVERTERS: weakref.WeakKeyDictionary[Any, dict[type[models.Model], list[tuple[
 )
 
 
-def _converters(model: type[models.Model]) -> list[tuple[int, Any, Any]]:
-    """(column index, converter, column) for every column of ``model`` the ORM converts on read."""
-    ops = connection.ops
+def _converters(model: type[models.Model], conn: Any) -> list[tuple[int, Any, Any]]:
+    """(column index, converter, column) for every column of ``model`` the ORM converts on
+    read from ``conn``."""
+    ops = conn.ops
     per_model = _CONVERTERS.setdefault(ops, {})
     if model not in per_model:
         found = []
         for index, field in enumerate(model._meta.concrete_fields):
             column = field.get_col(model._meta.db_table)
-            for converter in ops.get_db_converters(column) + column.get_db_converters(connection):
+            for converter in ops.get_db_converters(column) + column.get_db_converters(conn):
                 found.append((index, converter, column))
         per_model[model] = found
     return per_model[model]
