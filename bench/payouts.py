@@ -429,8 +429,8 @@ def weekly_merge(sittings: list[Point]) -> Point:
         "paid": min(p.extra["paid"] for p in sittings),
         "rounds": [r for p in sittings for r in p.extra["rounds"]],
     }
-    return Point(size=first.size, units=first.units, project=min(p.project for p in sittings), reference=math.nan,
-                 extra=extra)  # fmt: skip
+    fastest = min(p.project for p in sittings)
+    return Point(size=first.size, units=first.units, project=fastest, reference=math.nan, extra=extra)
 
 
 def report(args: argparse.Namespace, points: list[Point], weekly: list[Point]) -> Report:

@@ -16,20 +16,16 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connections
-
 from orders.models import ORDER_SUBJECT_PREFIX, Order
 from scheduling.sql import SubjectInsert
-from tiffin.db import columns_of, instances_from_rows
+from tiffin.db import columns_of, default_connection, instances_from_rows
 
 
 def order_insert(*, restaurant_id: int, customer_ref: str, total: Decimal, placed_at: datetime) -> SubjectInsert:
     """The INSERT of a new placed order, for ``run_schedule_delayed_with_subject``: its
     cancellation's subject is ``order:<id>``."""
     given = {"restaurant_id": restaurant_id, "customer_ref": customer_ref, "total": total, "placed_at": placed_at}
-    # The connection itself, not django.db.connection: each attribute read through that
-    # proxy is a thread-local lookup, and preparing the fields reads it a dozen times.
-    conn = connections[DEFAULT_DB_ALIAS]
+    conn = default_connection()  # each field's preparation reads it
     values = tuple(
         field.get_db_prep_save(given.get(field.attname, field.get_default()), conn) for field in _written_fields()
     )

@@ -1,4 +1,5 @@
-"""What the apps' hand-written SQL shares: the one way it runs (``fetch``, ``execute``),
+"""What the apps' hand-written SQL shares: the one way it runs (``fetch``, ``execute``,
+on ``default_connection`` where a hot path reads the connection often),
 its parameters (``adapt``), an id list (``id_in``), rows read back as model instances
 (``columns_of``, ``instances_from_rows``), and JIT turned off for a transaction
 (``jit_off``)."""
@@ -11,6 +12,7 @@ from datetime import date, datetime
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 ModelT = TypeVar("ModelT", bound=models.Model)
 
@@ -27,6 +29,14 @@ def adapt(value: Any) -> Any:
     if isinstance(value, date):
         return connection.ops.adapt_datefield_value(value)
     return value
+
+
+def default_connection() -> BaseDatabaseWrapper:
+    """Django's default connection itself, not the ``django.db.connection`` proxy, for a
+    hot path that reads it many times: each attribute read through the proxy is a
+    thread-local lookup, and placing an order read it sixteen times (BENCHMARKS.md,
+    benchmark 3)."""
+    return connections[DEFAULT_DB_ALIAS]
 
 
 def fetch(sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
@@ -88,7 +98,7 @@ def instances_from_rows(model: type[ModelT], rows: Sequence[Sequence[Any]]) -> l
     (``columns_of``), each value converted as the ORM converts it when it reads the field
     (dates from SQLite's text, JSON), so an instance read here equals one read through a
     queryset, without the queryset's per-call work of resolving columns and converters."""
-    conn = connections[DEFAULT_DB_ALIAS]  # not the proxy: a thread-local lookup per read
+    conn = default_connection()
     names = [field.attname for field in model._meta.concrete_fields]
     converters = _converters(model, conn)
     instances = []
@@ -107,7 +117,7 @@ _CONVERTERS: weakref.WeakKeyDictionary[Any, dict[type[models.Model], list[tuple[
 )
 
 
-def _converters(model: type[models.Model], conn: Any) -> list[tuple[int, Any, Any]]:
+def _converters(model: type[models.Model], conn: BaseDatabaseWrapper) -> list[tuple[int, Any, Any]]:
     """(column index, converter, column) for every column of ``model`` the ORM converts on
     read from ``conn``."""
     ops = conn.ops
