@@ -104,7 +104,9 @@ def order_place(*, restaurant: Restaurant, customer_ref: str, total: Decimal, no
         scheduled_for=deadline,
         now=now,
     )
-    order = sql.order_from_row(row)
+    order = sql.order_created(
+        order_id=row[0], restaurant_id=restaurant.pk, customer_ref=customer_ref, total=total, placed_at=now
+    )
     order.restaurant = restaurant
     if run is None:
         # The claim key of a brand-new id was taken: a run left from rows of an earlier

@@ -21,7 +21,7 @@ from django.db.models import Q
 
 from scheduling.events import events_write
 from scheduling.models import DUE_STATUSES, FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
-from tiffin.db import columns_of, execute, fetch, id_in, instances_from_rows, jit_off
+from tiffin.db import columns_of, default_connection, execute, fetch, id_in, instances_from_rows, jit_off
 
 # Statuses as SQL literals, never parameters, where a partial index's WHERE names them:
 # a parameter cannot prove the index's predicate, so once a prepared statement switches
@@ -159,7 +159,7 @@ def claim_run_with_subject(row: ClaimRow, subject: SubjectInsert) -> tuple[tuple
     savepoint, as an atomic block would, so a failure leaves that transaction usable.
     SQLite has no data-modifying CTE: the INSERT, then ``claim_runs``, in one atomic block.
     Without a caller's transaction the rows are committed when the statement returns:
-    what follows it (reading them back, the caller's metrics and log line) cannot undo it.
+    what follows it (building the returned run, the caller's metrics and log line) cannot undo it.
     """
     if connection.vendor != "postgresql":
         with transaction.atomic():
@@ -173,24 +173,38 @@ def claim_run_with_subject(row: ClaimRow, subject: SubjectInsert) -> tuple[tuple
             (returned,) = fetch(statement, params)
     else:
         (returned,) = fetch(statement, params)
-    width = len(JobRun._meta.concrete_fields)
-    run_row = returned[-width:]
-    run = instances_from_rows(JobRun, [run_row])[0] if run_row[0] is not None else None
-    return tuple(returned[:-width]), run
+    *subject_row, run_id = returned
+    if run_id is None:
+        return tuple(subject_row), None
+    return tuple(subject_row), _claimed_run(replace(row, subject=f"{row.subject}{subject_row[0]}"), run_id)
+
+
+def _claimed_run(row: ClaimRow, run_id: int) -> JobRun:
+    """The run the claim of ``row`` inserted as ``run_id``, as ``JobRun.objects.create``
+    would return it: the claim's values, the defaults for the other columns (all NULL
+    until the run starts), saved in the default database. Reading every column back was a
+    sixth of the client's CPU per order placed."""
+    conn = default_connection()
+    values = [
+        run_id if field.primary_key else getattr(row, field.attname) if field.attname in CLAIM_COLUMNS
+        else field.get_default()
+        for field in JobRun._meta.concrete_fields
+    ]  # fmt: skip
+    return JobRun.from_db(conn.alias, [field.attname for field in JobRun._meta.concrete_fields], values)
 
 
 @functools.cache
 def _claim_with_subject_statement(subject_sql: str) -> str:
     """The subject's INSERT as a CTE, then the claim of one run whose subject is the prefix
     parameter followed by the new row's id, then its event (as ``_claim_statement``);
-    returns the subject's columns followed by every column of job_runs (NULLs if the claim
-    key was taken)."""
+    returns the subject's columns followed by the run's id (NULL if the claim key was
+    taken)."""
     values = ", ".join(
         "%s::text || (SELECT id FROM subject)" if column == "subject" else "%s" for column in CLAIM_COLUMNS
     )
     return (
         f"WITH subject AS ({subject_sql}), claimed AS ({_claim_insert(f'({values})')}), {_CLAIMED_EVENTS} "
-        "SELECT subject.*, claimed.* FROM subject LEFT JOIN claimed ON true"
+        "SELECT subject.*, claimed.id FROM subject LEFT JOIN claimed ON true"
     )
 
 

@@ -11,7 +11,10 @@ from django.core.exceptions import ValidationError
 
 from orders import services
 from orders.errors import OrderError
-from orders.models import Order, OrderStatus, Restaurant
+from orders.models import CANCEL_STALE_ORDER_JOB, Order, OrderStatus, Restaurant
+from scheduling.models import JobRun, RunStatus
+from scheduling.services import run_schedule_delayed_with_subject
+from scheduling.sql import SubjectInsert
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
@@ -71,6 +74,38 @@ def test_it_places_an_order_at_now_with_the_exact_total(restaurant):
     stored = Order.objects.get(pk=order.pk)
     assert (stored.status, stored.placed_at, stored.total) == (OrderStatus.PLACED, NOW, Decimal("18.05"))
     assert stored.accepted_at is stored.rejected_at is stored.delivered_at is stored.cancelled_at is None
+
+
+def _columns(instance):
+    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
+
+
+@pytest.mark.django_db
+def test_the_order_and_run_it_returns_are_the_rows_stored(restaurant):
+    # Built from the values given, as Order.objects.create returns them, not read back.
+    order = services.order_place(restaurant=restaurant, customer_ref="cust-7", total=Decimal("9.99"), now=NOW)
+    run = JobRun.objects.get(subject=services.order_cancellation_subject(order_id=order.pk))
+    assert _columns(order) == _columns(Order.objects.get(pk=order.pk))
+    assert not order._state.adding and order._state.db == "default"
+    assert run.status == RunStatus.SCHEDULED and run.due_at == services.order_accept_deadline(placed_at=NOW)
+
+
+@pytest.mark.django_db
+def test_the_run_a_new_subject_claims_is_returned_as_stored():
+    row, run = run_schedule_delayed_with_subject(
+        job_name=CANCEL_STALE_ORDER_JOB,
+        subject=SubjectInsert(
+            sql="INSERT INTO orders_restaurant (name, timezone, commission_rate, onboarded_at, is_active) "
+            "VALUES ('Udupi', 'UTC', 0.1, %s, true) RETURNING id",
+            params=(NOW,),
+            subject_prefix="restaurant:",
+        ),
+        scheduled_for=NOW,
+        now=NOW,
+    )
+    assert run is not None
+    assert _columns(run) == _columns(JobRun.objects.get(pk=run.pk))
+    assert run.subject == f"restaurant:{row[0]}"
 
 
 @pytest.mark.django_db
