@@ -21,7 +21,7 @@ from django.db.models import NOT_PROVIDED
 
 from orders.models import ORDER_SUBJECT_PREFIX, Order
 from scheduling.sql import SubjectInsert
-from tiffin.db import default_connection
+from tiffin.db import default_connection, instance_created
 
 
 def order_insert(*, restaurant_id: int, customer_ref: str, total: Decimal, placed_at: datetime) -> SubjectInsert:
@@ -38,14 +38,10 @@ def order_created(
     *, order_id: int, restaurant_id: int, customer_ref: str, total: Decimal, placed_at: datetime
 ) -> Order:
     """The order ``order_insert``'s statement wrote as ``id``, as ``Order.objects.create``
-    would return it: the values as given, the defaults for the rest, saved in the default
-    database."""
-    conn = default_connection()
-    values = dict(zip(_GIVEN, (restaurant_id, customer_ref, total, placed_at), strict=True))
-    values.update(_defaults())
-    values["id"] = order_id
-    names = [field.attname for field in Order._meta.concrete_fields]
-    return Order.from_db(conn.alias, names, [values[name] for name in names])
+    would return it (``tiffin.db.instance_created``)."""
+    return instance_created(
+        Order, order_id, dict(zip(_GIVEN, (restaurant_id, customer_ref, total, placed_at), strict=True))
+    )
 
 
 # The columns order_insert is given; every other column but the id takes its default.
@@ -68,19 +64,15 @@ def _defaulted_fields() -> tuple[Any, ...]:
     return found
 
 
-@functools.cache
-def _defaults() -> tuple[tuple[str, Any], ...]:
-    return tuple((field.attname, field.get_default()) for field in _defaulted_fields())
-
-
 # Per backend: the defaults as each field prepares them for a save there.
 _PREPARED_DEFAULTS: dict[str, tuple[Any, ...]] = {}
 
 
 def _prepared_defaults(conn: BaseDatabaseWrapper) -> tuple[Any, ...]:
     if conn.vendor not in _PREPARED_DEFAULTS:
-        pairs = zip(_defaulted_fields(), _defaults(), strict=True)
-        _PREPARED_DEFAULTS[conn.vendor] = tuple(field.get_db_prep_save(value, conn) for field, (_, value) in pairs)
+        _PREPARED_DEFAULTS[conn.vendor] = tuple(
+            field.get_db_prep_save(field.get_default(), conn) for field in _defaulted_fields()
+        )
     return _PREPARED_DEFAULTS[conn.vendor]
 
 

@@ -21,7 +21,7 @@ from django.db.models import Q
 
 from scheduling.events import events_write
 from scheduling.models import DUE_STATUSES, FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
-from tiffin.db import columns_of, default_connection, execute, fetch, id_in, instances_from_rows, jit_off
+from tiffin.db import columns_of, execute, fetch, id_in, instance_created, instances_from_rows, jit_off
 
 # Statuses as SQL literals, never parameters, where a partial index's WHERE names them:
 # a parameter cannot prove the index's predicate, so once a prepared statement switches
@@ -176,21 +176,12 @@ def claim_run_with_subject(row: ClaimRow, subject: SubjectInsert) -> tuple[tuple
     *subject_row, run_id = returned
     if run_id is None:
         return tuple(subject_row), None
-    return tuple(subject_row), _claimed_run(replace(row, subject=f"{row.subject}{subject_row[0]}"), run_id)
-
-
-def _claimed_run(row: ClaimRow, run_id: int) -> JobRun:
-    """The run the claim of ``row`` inserted as ``run_id``, as ``JobRun.objects.create``
-    would return it: the claim's values, the defaults for the other columns (all NULL
-    until the run starts), saved in the default database. Reading every column back was a
-    sixth of the client's CPU per order placed."""
-    conn = default_connection()
-    values = [
-        run_id if field.primary_key else getattr(row, field.attname) if field.attname in CLAIM_COLUMNS
-        else field.get_default()
-        for field in JobRun._meta.concrete_fields
-    ]  # fmt: skip
-    return JobRun.from_db(conn.alias, [field.attname for field in JobRun._meta.concrete_fields], values)
+    # Built from the claim's values, as JobRun.objects.create returns it (the columns the
+    # claim leaves out are NULL until the run starts): reading every column back was a
+    # sixth of the client's CPU per order placed.
+    claimed = {column: getattr(row, column) for column in CLAIM_COLUMNS}
+    claimed["subject"] = f"{row.subject}{subject_row[0]}"
+    return tuple(subject_row), instance_created(JobRun, run_id, claimed)
 
 
 @functools.cache

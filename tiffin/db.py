@@ -110,6 +110,19 @@ def instances_from_rows(model: type[ModelT], rows: Sequence[Sequence[Any]]) -> l
     return instances
 
 
+def instance_created(model: type[ModelT], pk: Any, given: Mapping[str, Any]) -> ModelT:
+    """The row a hand-written INSERT wrote as ``pk`` from ``given`` (attnames), as
+    ``model.objects.create(**given)`` returns it: the values as given, every other column at
+    its default, saved in the default database. Cheaper than reading the row back."""
+    conn = default_connection()
+    fields = model._meta.concrete_fields
+    values = [
+        pk if field.primary_key else given[field.attname] if field.attname in given else field.get_default()
+        for field in fields
+    ]
+    return model.from_db(conn.alias, [field.attname for field in fields], values)
+
+
 # Per connection (each thread has its own) and model: the converters of the model's
 # columns, which cost five times the rest of instances_from_rows to look up.
 _CONVERTERS: weakref.WeakKeyDictionary[Any, dict[type[models.Model], list[tuple[int, Any, Any]]]] = (
