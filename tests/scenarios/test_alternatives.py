@@ -76,8 +76,12 @@ def test_special_server_misses_the_ticks_while_it_is_down_and_nothing_alerts(
     charged = charges(scenario)
     down = [tick for tick in TICKS if down_at < tick <= down_at + DOWN_FOR]
     assert len(down) == DOWN_FOR.total_seconds() // 60 and not set(down) & set(charged)
-    # Before the fault, every tick ran once, on server 1; the ones lost are those after it.
-    assert all(charged[tick] == ["server-1"] for tick in TICKS if tick < down_at)
+    # Before the fault, every tick ran once, on server 1; the ones lost are those after it,
+    # and perhaps the one the kill caught in flight (20 simulated seconds after its tick are
+    # a sixth of a real second at 120x: a loaded machine may not have charged it yet).
+    [*earlier, in_flight] = [tick for tick in TICKS if tick < down_at]
+    assert all(charged.get(tick) == ["server-1"] for tick in earlier), charged
+    assert charged.get(in_flight, ["server-1"]) == ["server-1"]
     assert result["missed"] >= len(down) and result["duplicate_charges"] == 0
     # Nothing in that deployment knows what should have run: no alert, no record.
     assert result["noticed"] is False
