@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 
 
 class TiffinConfig(AppConfig):
@@ -6,4 +7,6 @@ class TiffinConfig(AppConfig):
     verbose_name = "Tiffin"
 
     def ready(self) -> None:
-        from tiffin import checks  # noqa: F401  (registers the system checks)
+        from tiffin import checks, pg_timestamps  # noqa: F401  (checks: registers the system checks)
+
+        connection_created.connect(pg_timestamps.install, dispatch_uid="tiffin.pg_timestamps")
