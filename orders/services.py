@@ -37,7 +37,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import OuterRef
+from django.db.models import F, OuterRef
 
 from orders import sql
 from orders.errors import LedgerError, OrderError, OrderNotFoundError, OrderTransitionError, RestaurantNotFoundError
@@ -54,6 +54,7 @@ from orders.selectors import order_status_get, restaurant_paid_through
 from scheduling.selectors import run_in_flight_exists
 from scheduling.services import run_schedule_delayed_with_subject
 from tiffin import clock
+from tiffin.db import AnyOf
 from tiffin.validators import require_aware, validate_time_zone
 
 logger = logging.getLogger("orders")
@@ -268,7 +269,9 @@ def orders_cancel_unaccepted(*, order_ids: Sequence[int]) -> int:
     timeout = settings.ORDER_ACCEPT_TIMEOUT_SECONDS
     return (
         Order.objects.filter(
-            id__in=order_ids, status=OrderStatus.PLACED, placed_at__lte=clock.DatabaseNow(minus_seconds=timeout)
+            AnyOf(F("id"), order_ids),
+            status=OrderStatus.PLACED,
+            placed_at__lte=clock.DatabaseNow(minus_seconds=timeout),
         )
         .order_by()
         .update(status=OrderStatus.CANCELLED, cancelled_at=clock.DatabaseNow(), cancel_reason=STALE_CANCEL_REASON)

@@ -10,7 +10,7 @@ from datetime import datetime
 from django.db import connection
 
 from scheduling.models import JobRun, JobRunEvent
-from tiffin.db import execute
+from tiffin.db import execute, int_array
 
 logger = logging.getLogger("scheduling.runs")
 
@@ -43,8 +43,8 @@ def events_write(runs: Sequence[JobRun], *, kind: str, now: datetime, message: s
         return
     stored = message[:2000]
     if connection.vendor == "postgresql":
-        columns = [[run.id for run in runs], [run.attempts for run in runs], [run.fence for run in runs],
-                   [run.worker for run in runs]]  # fmt: skip
+        columns = [int_array(run.id for run in runs), int_array(run.attempts for run in runs),
+                   int_array(run.fence for run in runs), [run.worker for run in runs]]  # fmt: skip
         execute(_RECORD_POSTGRESQL, [now, kind, stored, *columns])
         return
     events = [

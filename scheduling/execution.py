@@ -37,7 +37,7 @@ def runs_execute(*, run_ids: list[int], worker: str) -> list[RunContext]:
 
     The clock is read at each transition (start, finish): this is the edge.
     """
-    job_name = JobRun.objects.filter(id__in=run_ids).values_list("job_name", flat=True).first()
+    job_name = sql.job_of_runs(run_ids) if run_ids else None
     if job_name is None:
         return []
     job = registry.get(job_name)
