@@ -1,10 +1,11 @@
-"""System checks: a bad job declaration stops every process at start."""
+"""System checks: a bad job declaration stops every process at start; a deployment that
+would slow down or lose counts over time is warned of."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.core.checks import Error, Warning, register
+from django.core.checks import Error, Tags, Warning, register
 
 from scheduling import cron
 from scheduling.models import Misfire, Overlap
@@ -66,3 +67,43 @@ def check_metrics_directory(app_configs: Any = None, **kwargs: Any) -> list[Warn
             id="scheduling.W001",
         )
     ]
+
+
+# The tables that churn: every run row is inserted (claimed) and then updated three times
+# (enqueued, started, finished), and django-q2's queue inserts and deletes a row per task.
+_CHURNING_TABLES = ("job_runs", "django_q_ormq")
+
+
+@register(Tags.database)
+def check_autovacuum(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Warning]:
+    """On PostgreSQL, autovacuum on for the server and for the tables that churn. Run by
+    ``migrate`` and ``manage.py check --database default``."""
+    from django.db import connections
+
+    warnings = []
+    for alias in databases or ():
+        connection = connections[alias]
+        if connection.vendor != "postgresql":
+            continue
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('autovacuum')")
+            [(server,)] = cursor.fetchall()
+            cursor.execute(
+                "SELECT relname FROM pg_class WHERE relname = ANY(%s) AND relkind = 'r' "
+                "AND 'autovacuum_enabled=false' = ANY(reloptions) ORDER BY relname",
+                [list(_CHURNING_TABLES)],
+            )
+            tables = [name for (name,) in cursor.fetchall()]
+        off = (["the server (autovacuum = off)"] if server != "on" else []) + [f"table {name}" for name in tables]
+        if off:
+            warnings.append(
+                Warning(
+                    f"database {alias!r}: autovacuum is off for {', '.join(off)}. Each job_runs row is updated "
+                    "three times after its claim and django-q2's queue deletes a row per task: their dead rows "
+                    "and index entries are reclaimed only by a VACUUM, so the tables and indexes grow without it",
+                    hint="Turn autovacuum on (postgresql.conf, or ALTER TABLE ... RESET (autovacuum_enabled)); "
+                    "docs/operations.md, 'PostgreSQL'.",
+                    id="scheduling.W002",
+                )
+            )
+    return warnings
