@@ -4,6 +4,8 @@ churning table has autovacuum off, runs with the database checks (``migrate``, `
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from django.core import checks
 from django.db import connection
@@ -11,7 +13,7 @@ from django.db import connection
 from scheduling.checks import check_autovacuum
 
 
-def w002(messages: list[checks.CheckMessage]) -> list[checks.CheckMessage]:
+def w002(messages: Sequence[checks.CheckMessage]) -> list[checks.CheckMessage]:
     return [message for message in messages if message.id == "scheduling.W002"]
 
 
