@@ -480,5 +480,25 @@ def machine() -> dict[str, Any]:
         "memory_gib": round(mem_kb / 1024 / 1024, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "postgresql": sql_value(f"{SERVER_URL}/postgres", "SHOW server_version"),
+        "postgresql_changed": postgresql_changed(),
         "python": sys.version.split()[0],
     }
+
+
+# The server settings that move these figures, reported when they differ from PostgreSQL's
+# built-in defaults (this machine's server runs with autovacuum off, for one).
+SETTINGS_REPORTED = (
+    "autovacuum", "checkpoint_timeout", "effective_cache_size", "fsync", "full_page_writes", "jit",
+    "max_wal_size", "random_page_cost", "shared_buffers", "synchronous_commit", "wal_level", "work_mem",
+)  # fmt: skip
+
+
+def postgresql_changed() -> dict[str, str]:
+    """Each of SETTINGS_REPORTED whose value is not PostgreSQL's built-in default, with its unit."""
+    with psycopg.connect(f"{SERVER_URL}/postgres", autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT name, setting || coalesce(' x ' || unit, '') FROM pg_settings "
+            "WHERE name = ANY(%s) AND setting IS DISTINCT FROM boot_val ORDER BY name",
+            [list(SETTINGS_REPORTED)],
+        ).fetchall()
+    return dict(rows)

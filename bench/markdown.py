@@ -77,9 +77,18 @@ def _section(result: dict[str, Any]) -> str:
 
 def _machine(results: list[dict[str, Any]]) -> str:
     m = results[-1]["machine"]
+    changed = m.get("postgresql_changed")
+    if changed is None:  # a result written before the settings were read
+        settings = "its settings not recorded"
+    elif changed:
+        settings = "settings that differ from PostgreSQL's defaults: " + ", ".join(
+            f"`{name} = {value}`" for name, value in changed.items()
+        )
+    else:
+        settings = "PostgreSQL's default settings for what moves these figures"
     return (
         f"Machine: {m['nproc']} CPUs (`nproc`), {m['memory_gib']} GiB memory, PostgreSQL {m['postgresql']} "
-        f"(stock settings, on the same machine), Python {m['python']}. Each table shows the load average "
+        f"(on the same machine; {settings}), Python {m['python']}. Each table shows the load average "
         "when it finished: absolute figures move with whatever else the machine runs; ratios much less."
     )
 

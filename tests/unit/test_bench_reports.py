@@ -45,3 +45,17 @@ def test_it_refuses_sizes_that_are_not_positive_distinct_and_ascending(text: str
 
 def test_it_reads_sizes_with_underscores() -> None:
     assert sizes_parse("1_000,10000") == [1000, 10000]
+
+
+@pytest.mark.parametrize(
+    ("changed", "said"),
+    [
+        ({"autovacuum": "off", "work_mem": "65536 x kB"}, "`autovacuum = off`, `work_mem = 65536 x kB`"),
+        ({}, "PostgreSQL's default settings"),
+        (None, "its settings not recorded"),
+    ],
+)
+def test_the_machine_line_names_the_server_settings_changed(changed: dict[str, str] | None, said: str) -> None:
+    machine = {**MACHINE, **({"postgresql_changed": changed} if changed is not None else {})}
+    text = results_markdown({"payouts": {**_result("payouts"), "machine": machine}})
+    assert said in text.split("\n\n")[0] and "stock settings" not in text
