@@ -469,6 +469,7 @@ def report(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -
         command="python -m bench.cancellations " + " ".join(sys.argv[1:]),
         project="order_place + delayed cancel-stale-order runs, manage.py worker (scheduler loop + cluster)",
         reference="raw SQL: order + due row in one transaction, one process cancelling FOR UPDATE SKIP LOCKED",
+        partial=partial_run(args),
     )
     # A variant (--workers 2, --pgbouncer) runs no raw side: its ceiling is reported, the goal is the main run's.
     enough = (mine >= RATE_GOAL or (0 < raw < RATE_GOAL and mine >= raw / 2)) if "raw" in steps else None
@@ -495,18 +496,7 @@ def report(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rates", type=_rates, default=RATES, help="orders per second per step, comma-separated")
-    parser.add_argument("--step-seconds", type=float, default=30.0, help="seconds of placing per step")
-    parser.add_argument("--quick", action="store_true", help="10 s steps (for development)")
-    parser.add_argument("--drain", type=float, default=20.0, help="seconds after a step's last deadline to finish")
-    parser.add_argument("--workers", type=int, default=1, choices=(1, 2), help="project worker processes")
-    parser.add_argument("--pgbouncer", action="store_true", help="the project's processes through PgBouncer")
-    parser.add_argument("--only", choices=SIDES, action="append", help="run these sides only (repeatable)")
-    parser.add_argument("--placer", nargs=5, metavar=("URL", "MODE", "OUT", "START_AT", "TAG"), help=argparse.SUPPRESS)
-    parser.add_argument("--raw-worker", metavar="URL", help=argparse.SUPPRESS)
-    parser.add_argument("--rate", type=float, default=0.0, help=argparse.SUPPRESS)
-    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser = argument_parser()
     args = parser.parse_args()
     if args.placer:
         url, mode, out, start_at, tag = args.placer
@@ -522,6 +512,30 @@ def main() -> int:
     if "project" not in sides:
         parser.error("--only must include project (the report is the project's)")
     return report(args, {mode: side(mode, args) for mode in sides}).finish()
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rates", type=_rates, default=RATES, help="orders per second per step, comma-separated")
+    parser.add_argument("--step-seconds", type=float, default=30.0, help="seconds of placing per step")
+    parser.add_argument("--quick", action="store_true", help="10 s steps (for development)")
+    parser.add_argument("--drain", type=float, default=20.0, help="seconds after a step's last deadline to finish")
+    parser.add_argument("--workers", type=int, default=1, choices=(1, 2), help="project worker processes")
+    parser.add_argument("--pgbouncer", action="store_true", help="the project's processes through PgBouncer")
+    parser.add_argument("--only", choices=SIDES, action="append", help="run these sides only (repeatable)")
+    parser.add_argument("--placer", nargs=5, metavar=("URL", "MODE", "OUT", "START_AT", "TAG"), help=argparse.SUPPRESS)
+    parser.add_argument("--raw-worker", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--rate", type=float, default=0.0, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    return parser
+
+
+def partial_run(args: argparse.Namespace) -> bool:
+    """Whether this is a development run rather than one of ``make bench``'s
+    (``bench/__main__.py``): every side at the default rates, in 30 s steps with one
+    worker, in 10 s steps (``--quick``) for the two-worker and PgBouncer variants."""
+    official = 10.0 if args.workers > 1 or args.pgbouncer else 30.0
+    return bool(args.only) or tuple(args.rates) != RATES or args.step_seconds != official
 
 
 def _rates(text: str) -> tuple[float, ...]:

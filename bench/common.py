@@ -393,6 +393,10 @@ class Report:
     # Pre-rendered tables printed after the rows (a benchmark's per-size or per-step detail).
     tables: list[str] = field(default_factory=list)
     started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    # A development run (part of the sides, other rates or step lengths): its result goes to
+    # bench/results/partial/, which BENCHMARKS.md is not written from, so it never replaces
+    # the full run's.
+    partial: bool = False
 
     @property
     def passed(self) -> bool:
@@ -405,12 +409,14 @@ class Report:
         self.notes.append(text)
 
     def finish(self) -> int:
-        """Print the table, write bench/results/<name>.json; return the exit code."""
+        """Print the table, write bench/results/<name>.json (a partial run's under partial/);
+        return the exit code."""
         if "first" in SERVER_STARTS and server_started_at() != SERVER_STARTS["first"]:
             self.add(Row("PostgreSQL restarted during the run", "", "yes", None, None, "no", False))
         text = self.render()
         print(text, flush=True)
-        RESULTS.mkdir(parents=True, exist_ok=True)
+        directory = RESULTS / "partial" if self.partial else RESULTS
+        directory.mkdir(parents=True, exist_ok=True)
         data = {
             **{k: v for k, v in asdict(self).items() if k != "rows"},
             "rows": [asdict(row) for row in self.rows],
@@ -419,7 +425,7 @@ class Report:
             "machine": machine(),
             "table": text,
         }
-        (RESULTS / f"{self.name}.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+        (directory / f"{self.name}.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
         return 0 if self.passed else 1
 
     def render(self) -> str:

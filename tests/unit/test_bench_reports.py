@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +60,39 @@ def test_the_machine_line_names_the_server_settings_changed(changed: dict[str, s
     machine = {**MACHINE, **({"postgresql_changed": changed} if changed is not None else {})}
     text = results_markdown({"payouts": {**_result("payouts"), "machine": machine}})
     assert said in text.split("\n\n")[0] and "stock settings" not in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "partial"),
+    [
+        ([], False),
+        (["--quick", "--workers", "2"], False),
+        (["--quick", "--pgbouncer"], False),
+        (["--only", "project"], True),
+        (["--rates", "1000,1200"], True),
+        (["--step-seconds", "20"], True),
+        (["--quick"], True),  # make bench runs one worker in 30 s steps
+        (["--workers", "2"], True),  # and the variants in 10 s steps
+        (["--quick", "--pgbouncer", "--step-seconds", "30"], False),  # --quick sets 10 s
+    ],
+)
+def test_a_development_run_of_the_cancellations_is_partial(argv: list[str], partial: bool) -> None:
+    from bench import cancellations
+
+    args = cancellations.argument_parser().parse_args(argv)
+    if args.quick:  # as main does
+        args.step_seconds = 10.0
+    assert cancellations.partial_run(args) is partial
+
+
+def test_a_partial_report_is_written_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench import common
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    monkeypatch.setattr(common, "machine", lambda: MACHINE)
+    common.Report(name="cancellations", title="t", command="c", project="p", reference="r", partial=True).finish()
+    common.Report(name="payouts", title="t", command="c", project="p", reference="r").finish()
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.json")) == [
+        "partial/cancellations.json",
+        "payouts.json",
+    ]
