@@ -497,7 +497,7 @@ def report(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -
 
 def main() -> int:
     parser = argument_parser()
-    args = parser.parse_args()
+    args = arguments(parser)
     if args.placer:
         url, mode, out, start_at, tag = args.placer
         placer(url, mode, Path(out), float(start_at), args.rate, args.step_seconds, args.seed, tag)
@@ -505,8 +505,6 @@ def main() -> int:
     if args.raw_worker:
         raw_worker(args.raw_worker)
         return 0
-    if args.quick:
-        args.step_seconds = 10.0
     variant = args.workers > 1 or args.pgbouncer
     sides = args.only or (["project"] if variant else list(SIDES))
     if "project" not in sides:
@@ -528,6 +526,14 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rate", type=float, default=0.0, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     return parser
+
+
+def arguments(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line parsed, ``--quick`` applied (10 s steps)."""
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.step_seconds = 10.0
+    return args
 
 
 def partial_run(args: argparse.Namespace) -> bool:

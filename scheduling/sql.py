@@ -301,9 +301,8 @@ def succeed_runs(runs: Sequence[JobRun], *, now: datetime, result: Any) -> set[i
     if connection.vendor == "postgresql":
         stored = JobRun._meta.get_field("result").get_db_prep_save(result, connection)
         params = {
-            "ids": int_array(run.id for run in runs), "fences": int_array(run.fence for run in runs), "now": now,
-            "result": stored,
-            "running": RunStatus.RUNNING.value, "succeeded": RunStatus.SUCCEEDED.value,
+            "ids": int_array(run.id for run in runs), "fences": int_array(run.fence for run in runs),
+            "now": now, "result": stored, "running": RunStatus.RUNNING.value, "succeeded": RunStatus.SUCCEEDED.value,
         }  # fmt: skip
         return {row[0] for row in fetch(_SUCCEED_POSTGRESQL, params)}
     ids = set(JobRun.objects.select_for_update().filter(_owned_by_fence(runs)).values_list("id", flat=True))

@@ -79,9 +79,7 @@ def test_the_machine_line_names_the_server_settings_changed(changed: dict[str, s
 def test_a_development_run_of_the_cancellations_is_partial(argv: list[str], partial: bool) -> None:
     from bench import cancellations
 
-    args = cancellations.argument_parser().parse_args(argv)
-    if args.quick:  # as main does
-        args.step_seconds = 10.0
+    args = cancellations.arguments(cancellations.argument_parser(), argv)
     assert cancellations.partial_run(args) is partial
 
 
