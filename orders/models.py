@@ -117,10 +117,15 @@ class Order(models.Model):
             # The admin orders list, newest first (the default ordering -placed_at, -id, read
             # backwards with a LIMIT), its date drill-down's MIN/MAX and each day's range.
             models.Index(fields=["placed_at", "id"], name="order_placed_at"),
-            # Stale-order safety net: orders still 'placed' past their timeout.
+            # The orders still 'placed', by id: the safety net walks it oldest first, and
+            # every "this order, if still placed" statement (accept, reject, the batch
+            # cancel) may use it as a probe. Keyed by id, not placed_at: the planner picks
+            # a partial index whose statistics say it is nearly empty (taken when little
+            # was pending) for any query that implies its condition; keyed by placed_at,
+            # each accept at a dinner rush then filtered every pending order by id.
             models.Index(
-                fields=["placed_at"],
-                name="order_placed_pending",
+                fields=["id"],
+                name="order_pending_by_id",
                 condition=Q(status=OrderStatus.PLACED),
             ),
         ]

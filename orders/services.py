@@ -301,9 +301,9 @@ def orders_cancel_overdue(*, batch_size: int | None = None) -> int:
 
 
 def _overdue_order_ids(*, limit: int) -> list[int]:
-    # WHERE status = 'placed' AND placed_at <= <database now - timeout> is served by the
-    # partial index order_placed_pending (the overdue orders, oldest first; the bound is
-    # stable within the statement, so it bounds the index scan). A cancellation run still in
+    # Served by the partial index order_pending_by_id, walked in id order (ids follow
+    # placement, so the overdue orders come first and the scan stops after ``limit`` of them;
+    # the not-yet-overdue ones are the newest, at its end). A cancellation run still in
     # flight will act on its order, so the safety net leaves such orders to it; any other
     # state (dead, or no run at all) means nobody will.
     live_run = run_in_flight_exists(
@@ -316,7 +316,7 @@ def _overdue_order_ids(*, limit: int) -> list[int]:
             placed_at__lte=clock.DatabaseNow(minus_seconds=settings.ORDER_ACCEPT_TIMEOUT_SECONDS),
         )
         .filter(~live_run)
-        .order_by("placed_at", "id")
+        .order_by("id")
         .values_list("id", flat=True)[:limit]
     )
 

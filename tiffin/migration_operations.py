@@ -5,6 +5,7 @@ PostgreSQL: job_runs and orders_order take an insert per order, and a plain CREA
 on a table of millions of rows blocks those inserts until it ends (minutes). A migration
 using it sets ``atomic = False`` (CONCURRENTLY cannot run in a transaction); if the build
 fails it leaves an INVALID index, which ``DROP INDEX`` and a new run of the migration fix.
+``RemoveIndexConcurrentlyOnPostgres`` is its counterpart for ``DROP INDEX``.
 
 ``on_postgresql`` runs SQL (the ledger's triggers) on PostgreSQL only, as a RunPython
 function: SQLite has no PL/pgSQL, and its single writer and the services' checks stand in.
@@ -30,17 +31,36 @@ def on_postgresql(sql: str) -> Callable[[Apps, BaseDatabaseSchemaEditor], None]:
     return run
 
 
+def _concurrently(schema_editor: Any) -> dict[str, bool]:
+    return {"concurrently": True} if schema_editor.connection.vendor == "postgresql" else {}
+
+
 class AddIndexConcurrentlyOnPostgres(migrations.AddIndex):
     """AddIndex, built CONCURRENTLY on PostgreSQL, plainly elsewhere."""
 
     def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
         model = to_state.apps.get_model(app_label, self.model_name)
         if self.allow_migrate_model(schema_editor.connection.alias, model):
-            concurrently = schema_editor.connection.vendor == "postgresql"
-            schema_editor.add_index(model, self.index, **({"concurrently": True} if concurrently else {}))
+            schema_editor.add_index(model, self.index, **_concurrently(schema_editor))
 
     def database_backwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
         model = from_state.apps.get_model(app_label, self.model_name)
         if self.allow_migrate_model(schema_editor.connection.alias, model):
-            concurrently = schema_editor.connection.vendor == "postgresql"
-            schema_editor.remove_index(model, self.index, **({"concurrently": True} if concurrently else {}))
+            schema_editor.remove_index(model, self.index, **_concurrently(schema_editor))
+
+
+class RemoveIndexConcurrentlyOnPostgres(migrations.RemoveIndex):
+    """RemoveIndex, dropped CONCURRENTLY on PostgreSQL (a plain DROP INDEX waits for, then
+    blocks, every statement on the table), plainly elsewhere."""
+
+    def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        model = from_state.apps.get_model(app_label, self.model_name)
+        if self.allow_migrate_model(schema_editor.connection.alias, model):
+            index = from_state.models[app_label, self.model_name_lower].get_index_by_name(self.name)
+            schema_editor.remove_index(model, index, **_concurrently(schema_editor))
+
+    def database_backwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        model = to_state.apps.get_model(app_label, self.model_name)
+        if self.allow_migrate_model(schema_editor.connection.alias, model):
+            index = to_state.models[app_label, self.model_name_lower].get_index_by_name(self.name)
+            schema_editor.add_index(model, index, **_concurrently(schema_editor))
