@@ -66,7 +66,16 @@ from bench.common import (
     sql_run,
     sql_value,
 )
-from bench.curves import Point, curve_plot, curve_rows, curve_table, point_write, points_measure, sizes_parse
+from bench.curves import (
+    Point,
+    curve_plot,
+    curve_rows,
+    curve_table,
+    official_run,
+    point_write,
+    points_measure,
+    sizes_parse,
+)
 
 NAME = "carts"
 AS_OF = datetime(2026, 3, 30, 2, 0, tzinfo=UTC)  # a clean-carts tick (0 2 * * *)
@@ -322,6 +331,7 @@ def report(args: argparse.Namespace, points: list[Point]) -> Report:
     p99 = max(percentile(m["batches"], 99) for m in ms)
     rep = Report(
         name=args.name,
+        partial=not official_run("carts"),
         title=f"2. cart clean-up: {', '.join(f'{p.size:,}' for p in points)} carts (three quarters stale)",
         command="python -m bench.carts " + " ".join(sys.argv[1:]),
         project="clean-carts job: run_claim_manual + runs_execute (batches: SKIP LOCKED pick, re-checked deletes)",
@@ -351,7 +361,14 @@ def report(args: argparse.Namespace, points: list[Point]) -> Report:
             max(max(m["ref seen"]["latency"]) for m in ms) * 1000),
     )  # fmt: skip
     rep.tables.append("per size (unit: a stale cart deleted with its items):\n" + curve_table("carts", points))
-    plot = curve_plot(args.name, "cart clean-up: stale carts deleted", "carts", points, ("project", "one raw DELETE"))
+    plot = curve_plot(
+        args.name,
+        "cart clean-up: stale carts deleted",
+        "carts",
+        points,
+        ("project", "one raw DELETE"),
+        partial=rep.partial,
+    )
     rep.note(f"plot: {plot.relative_to(ROOT)}")
     rep.note(f"batch size {ms[0]['batch_size']} carts; data generated with set-based SQL (not timed), one to five "
              "items per cart, each size in databases of its own, dropped afterwards")  # fmt: skip

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common import PYTHON, ROOT, Row, child_env, fmt, run
+from bench.common import PYTHON, RESULTS, ROOT, Row, child_env, fmt, run
 
 PLOTS = ROOT / "docs" / "bench"
 RATIO_GOAL = 1.2
@@ -94,14 +95,28 @@ def curve_table(unit: str, points: Sequence[Point]) -> str:
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)) for cells in [header, *body])
 
 
-def curve_plot(name: str, title: str, xlabel: str, points: Sequence[Point], labels: tuple[str, str]) -> Path:
-    """Time against size on log axes, project and reference; written to docs/bench/<name>.png."""
+def official_run(module: str, argv: Sequence[str] | None = None) -> bool:
+    """Whether this process runs ``bench.<module>`` with the arguments ``make bench`` or
+    ``make bench-large`` give it (bench/__main__.py). Any other run is a development run:
+    its result and plot go to bench/results/partial/, never over those BENCHMARKS.md shows."""
+    from bench.__main__ import BENCHMARKS, LARGE
+
+    command = [module, *(sys.argv[1:] if argv is None else argv)]
+    return command in [*BENCHMARKS.values(), *LARGE.values()]
+
+
+def curve_plot(
+    name: str, title: str, xlabel: str, points: Sequence[Point], labels: tuple[str, str], *, partial: bool
+) -> Path:
+    """Time against size on log axes, project and reference; written to docs/bench/<name>.png
+    (a partial run's to bench/results/partial/)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    PLOTS.mkdir(parents=True, exist_ok=True)
+    directory = RESULTS / "partial" if partial else PLOTS
+    directory.mkdir(parents=True, exist_ok=True)
     figure, axes = plt.subplots(figsize=(6.4, 4.2), dpi=100)
     sizes = [p.size for p in points]
     axes.plot(sizes, [p.project for p in points], marker="o", label=labels[0])
@@ -114,7 +129,7 @@ def curve_plot(name: str, title: str, xlabel: str, points: Sequence[Point], labe
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
     figure.tight_layout()
-    path = PLOTS / f"{name}.png"
+    path = directory / f"{name}.png"
     figure.savefig(path, metadata={"Software": None})
     plt.close(figure)
     return path

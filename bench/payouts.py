@@ -59,6 +59,7 @@ from bench.curves import (
     curve_plot,
     curve_rows,
     curve_table,
+    official_run,
     point_write,
     points_measure,
     sizes_parse,
@@ -436,6 +437,7 @@ def weekly_merge(sittings: list[Point]) -> Point:
 def report(args: argparse.Namespace, points: list[Point], weekly: list[Point]) -> Report:
     rep = Report(
         name=args.name,
+        partial=not official_run("payouts"),
         title=(
             f"1. payout catch-up: {', '.join(f'{p.size:,}' for p in points)} restaurants in 3 zones, "
             f"{WEEKS} unpaid weeks, {args.orders_per_week} orders per restaurant-week"
@@ -484,7 +486,12 @@ def report(args: argparse.Namespace, points: list[Point], weekly: list[Point]) -
                  "a database generated afresh, each round on a copy of it")  # fmt: skip
     rep.tables.append("per size:\n" + curve_table("restaurants", points))
     plot = curve_plot(
-        args.name, "payout catch-up: 4 unpaid weeks", "restaurants", points, ("project", "INSERT ... SELECT")
+        args.name,
+        "payout catch-up: 4 unpaid weeks",
+        "restaurants",
+        points,
+        ("project", "INSERT ... SELECT"),
+        partial=rep.partial,
     )
     rep.note(f"plot: {plot.relative_to(ROOT)}")
     rep.note(f"{args.rounds} rounds per size on a fresh ledger, reference then project; each side's faster round")

@@ -42,7 +42,16 @@ from pathlib import Path
 import psycopg
 
 from bench.common import ROOT, Report, Row, database_create, database_drop, django_setup, fmt, sql_run, sql_value
-from bench.curves import Point, curve_plot, curve_rows, curve_table, point_write, points_measure, sizes_parse
+from bench.curves import (
+    Point,
+    curve_plot,
+    curve_rows,
+    curve_table,
+    official_run,
+    point_write,
+    points_measure,
+    sizes_parse,
+)
 
 NAME = "scheduler_pass"
 CRON_JOB_PREFIX = "bench-cron-"  # the jobs bench/cron_jobs.py declares
@@ -172,6 +181,7 @@ def main() -> int:
 def report(args: argparse.Namespace, points: list[Point]) -> Report:
     rep = Report(
         name=NAME,
+        partial=not official_run("scheduler_pass"),
         title=f"7. scheduler pass: {', '.join(f'{p.size:,}' for p in points)} cron jobs, {args.passes} passes each",
         command="python -m bench.scheduler_pass " + " ".join(sys.argv[1:]),
         project="tick_pass: schedules + cursors, per job ticks + claim + q2 enqueue + event, run probe; next_wakeup",
@@ -188,7 +198,7 @@ def report(args: argparse.Namespace, points: list[Point]) -> Report:
         )  # fmt: skip
     rep.tables.append("per size (unit: one tick claimed and enqueued):\n" + curve_table("jobs", points))
     plot = curve_plot(NAME, f"scheduler pass: {args.passes} passes", "declared cron jobs", points,
-                      ("project (tick_pass)", "claim + event + queue row, raw SQL"))  # fmt: skip
+                      ("project (tick_pass)", "claim + event + queue row, raw SQL"), partial=rep.partial)  # fmt: skip
     rep.note(f"plot: {plot.relative_to(ROOT)}")
     rep.note(f"pass time at {points[-1].size:,} jobs: {fmt(points[-1].project / args.passes * 1000)} ms")
     rep.note("each size in a database of its own; a first, untimed pass registers the jobs")

@@ -94,3 +94,34 @@ def test_a_partial_report_is_written_apart(tmp_path: Path, monkeypatch: pytest.M
         "partial/cancellations.json",
         "payouts.json",
     ]
+
+
+@pytest.mark.parametrize(
+    ("module", "argv", "official"),
+    [
+        ("carts", [], True),
+        ("carts", ["--sizes", "100000,1000000,5000000", "--name", "carts_large"], True),
+        ("carts", ["--sizes", "100000", "--name", "cartsdev"], False),
+        ("carts", ["--rounds", "1"], False),
+        ("payouts", [], True),
+        ("payouts", ["--sizes", "1000,10000,100000", "--rounds", "1", "--name", "payouts_large"], True),
+        ("payouts", ["--sizes", "10000"], False),
+        ("scheduler_pass", [], True),
+        ("scheduler_pass", ["--passes", "2"], False),
+    ],
+)
+def test_a_curve_run_is_official_only_with_make_benchs_arguments(module: str, argv: list[str], official: bool) -> None:
+    from bench.curves import official_run
+
+    assert official_run(module, argv) is official
+
+
+def test_a_partial_curve_plot_is_drawn_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench import curves
+
+    monkeypatch.setattr(curves, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(curves, "PLOTS", tmp_path / "plots")
+    points = [curves.Point(10, 10, 1.0, 1.1, {}), curves.Point(100, 100, 9.0, 10.0, {})]
+    drawn = [curves.curve_plot("carts", "t", "x", points, ("a", "b"), partial=partial) for partial in (True, False)]
+    assert [p.relative_to(tmp_path).as_posix() for p in drawn] == ["results/partial/carts.png", "plots/carts.png"]
+    assert all(p.stat().st_size > 0 for p in drawn)
