@@ -66,6 +66,7 @@ from bench.common import (
     database_create,
     django_setup,
     fmt,
+    official_run,
     percentile,
     pgbouncer_started,
     sql_run,
@@ -537,11 +538,10 @@ def arguments(parser: argparse.ArgumentParser, argv: list[str] | None = None) ->
 
 
 def partial_run(args: argparse.Namespace) -> bool:
-    """Whether this is a development run rather than one of ``make bench``'s
-    (``bench/__main__.py``): every side at the default rates, in 30 s steps with one
-    worker, in 10 s steps (``--quick``) for the two-worker and PgBouncer variants."""
-    official = 10.0 if args.workers > 1 or args.pgbouncer else 30.0
-    return bool(args.only) or tuple(args.rates) != RATES or args.step_seconds != official
+    """Whether this is a development run rather than one of ``make bench``'s: every side
+    at the default rates, in 30 s steps with one worker, in 10 s steps (``--quick``) for the
+    two-worker and PgBouncer variants (``bench.common.official_run``)."""
+    return not official_run("cancellations", args, lambda argv: arguments(argument_parser(), argv))
 
 
 def _rates(text: str) -> tuple[float, ...]:

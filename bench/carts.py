@@ -62,20 +62,12 @@ from bench.common import (
     database_create,
     database_drop,
     django_setup,
+    official_run,
     percentile,
     sql_run,
     sql_value,
 )
-from bench.curves import (
-    Point,
-    curve_plot,
-    curve_rows,
-    curve_table,
-    official_run,
-    point_write,
-    points_measure,
-    sizes_parse,
-)
+from bench.curves import Point, curve_plot, curve_rows, curve_table, point_write, points_measure, sizes_parse
 
 NAME = "carts"
 AS_OF = datetime(2026, 3, 30, 2, 0, tzinfo=UTC)  # a clean-carts tick (0 2 * * *)
@@ -295,14 +287,7 @@ def _worst_kept(m: dict[str, Any], seen_key: str, left_key: str, seen: dict[str,
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="100000,1000000", help="carts per size of the curve, comma-separated")
-    parser.add_argument("--name", default=NAME, help="the result's name (bench/results/<name>.json)")
-    parser.add_argument("--rounds", type=int, help="rounds per size, each side's fastest kept (default: 5, 3 from 1M)")
-    parser.add_argument("--carts", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--point", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--toucher", nargs=2, metavar=("URL", "OUT"), help=argparse.SUPPRESS)
+    parser = argument_parser()
     args = parser.parse_args()
     if args.toucher:
         toucher(args.toucher[0], Path(args.toucher[1]), args.carts)
@@ -316,7 +301,20 @@ def main() -> int:
         sizes = sizes_parse(args.sizes)
     except ValueError as error:
         parser.error(str(error))
-    return report(args, points_measure(NAME, sizes, ["--rounds", str(args.rounds)] if args.rounds else [])).finish()
+    points = points_measure(NAME, sizes, ["--rounds", str(args.rounds)] if args.rounds else [])
+    return report(args, points, partial=not official_run("carts", args, parser.parse_args)).finish()
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="100000,1000000", help="carts per size of the curve, comma-separated")
+    parser.add_argument("--name", default=NAME, help="the result's name (bench/results/<name>.json)")
+    parser.add_argument("--rounds", type=int, help="rounds per size, each side's fastest kept (default: 5, 3 from 1M)")
+    parser.add_argument("--carts", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--point", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--toucher", nargs=2, metavar=("URL", "OUT"), help=argparse.SUPPRESS)
+    return parser
 
 
 def rounds_default(carts: int) -> int:
@@ -325,13 +323,13 @@ def rounds_default(carts: int) -> int:
     return 5 if carts < 1_000_000 else 3
 
 
-def report(args: argparse.Namespace, points: list[Point]) -> Report:
+def report(args: argparse.Namespace, points: list[Point], *, partial: bool) -> Report:
     ms = [p.extra for p in points]
     batches = [b for m in ms for b in m["batches"]]
     p99 = max(percentile(m["batches"], 99) for m in ms)
     rep = Report(
         name=args.name,
-        partial=not official_run("carts"),
+        partial=partial,
         title=f"2. cart clean-up: {', '.join(f'{p.size:,}' for p in points)} carts (three quarters stale)",
         command="python -m bench.carts " + " ".join(sys.argv[1:]),
         project="clean-carts job: run_claim_manual + runs_execute (batches: SKIP LOCKED pick, re-checked deletes)",

@@ -9,6 +9,7 @@ survives a noisy machine, the absolute figures are only what this machine did to
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -508,3 +509,16 @@ def postgresql_changed() -> dict[str, str]:
             [list(SETTINGS_REPORTED)],
         ).fetchall()
     return dict(rows)
+
+
+def official_run(module: str, args: argparse.Namespace, parse: Callable[[list[str]], argparse.Namespace]) -> bool:
+    """Whether ``args`` are what ``make bench`` or ``make bench-large`` run ``bench.<module>``
+    with (bench/__main__.py's tables), each read by ``parse`` as this run's were, so the
+    order of the options and what they imply (``--quick``'s 10 s steps) do not matter. Any
+    other run is a development run: its result, and a curve's plot, go to
+    bench/results/partial/, never over those BENCHMARKS.md shows."""
+    from bench.__main__ import BENCHMARKS, LARGE
+
+    return any(
+        vars(parse(rest)) == vars(args) for name, *rest in [*BENCHMARKS.values(), *LARGE.values()] if name == module
+    )

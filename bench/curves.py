@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -93,16 +92,6 @@ def curve_table(unit: str, points: Sequence[Point]) -> str:
     ]  # fmt: skip
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)) for cells in [header, *body])
-
-
-def official_run(module: str, argv: Sequence[str] | None = None) -> bool:
-    """Whether this process runs ``bench.<module>`` with the arguments ``make bench`` or
-    ``make bench-large`` give it (bench/__main__.py). Any other run is a development run:
-    its result and plot go to bench/results/partial/, never over those BENCHMARKS.md shows."""
-    from bench.__main__ import BENCHMARKS, LARGE
-
-    command = [module, *(sys.argv[1:] if argv is None else argv)]
-    return command in [*BENCHMARKS.values(), *LARGE.values()]
 
 
 def curve_plot(

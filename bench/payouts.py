@@ -50,6 +50,7 @@ from bench.common import (
     database_drop,
     django_setup,
     fmt,
+    official_run,
     sql_run,
     sql_value,
 )
@@ -59,7 +60,6 @@ from bench.curves import (
     curve_plot,
     curve_rows,
     curve_table,
-    official_run,
     point_write,
     points_measure,
     sizes_parse,
@@ -382,18 +382,7 @@ def catch_up_point(url: str, args: argparse.Namespace, delay: timedelta) -> Poin
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000,10000", help="restaurants per size of the curve, comma-separated")
-    parser.add_argument("--orders-per-week", type=int, default=50, help="delivered orders per restaurant-week")
-    parser.add_argument("--rounds", type=int, default=3, help="alternate reference and project; keep each's best")
-    parser.add_argument(
-        "--history-restaurants", type=int, default=10_000, help="restaurants of the weekly run (0: skip)"
-    )
-    parser.add_argument("--history-weeks", type=int, default=None, help="paid weeks before the weekly run")
-    parser.add_argument("--naive", action="store_true", help="also time the naive ORM loop (sizes up to 10,000)")
-    parser.add_argument("--name", default=NAME, help="the result's name (bench/results/<name>.json)")
-    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--point", type=Path, help=argparse.SUPPRESS)
+    parser = argument_parser()
     args = parser.parse_args()
     if args.point:
         point_write(args.point, point(args))
@@ -416,7 +405,23 @@ def main() -> int:
                 extra += ["--rounds", str(WEEKLY_ROUNDS)]
                 side += points_measure(NAME, [args.history_restaurants], extra)
         weekly = [weekly_merge(side) for side in sittings.values()]
-    return report(args, points, weekly).finish()
+    return report(args, points, weekly, partial=not official_run("payouts", args, parser.parse_args)).finish()
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,10000", help="restaurants per size of the curve, comma-separated")
+    parser.add_argument("--orders-per-week", type=int, default=50, help="delivered orders per restaurant-week")
+    parser.add_argument("--rounds", type=int, default=3, help="alternate reference and project; keep each's best")
+    parser.add_argument(
+        "--history-restaurants", type=int, default=10_000, help="restaurants of the weekly run (0: skip)"
+    )
+    parser.add_argument("--history-weeks", type=int, default=None, help="paid weeks before the weekly run")
+    parser.add_argument("--naive", action="store_true", help="also time the naive ORM loop (sizes up to 10,000)")
+    parser.add_argument("--name", default=NAME, help="the result's name (bench/results/<name>.json)")
+    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--point", type=Path, help=argparse.SUPPRESS)
+    return parser
 
 
 def weekly_merge(sittings: list[Point]) -> Point:
@@ -434,10 +439,10 @@ def weekly_merge(sittings: list[Point]) -> Point:
     return Point(size=first.size, units=first.units, project=fastest, reference=math.nan, extra=extra)
 
 
-def report(args: argparse.Namespace, points: list[Point], weekly: list[Point]) -> Report:
+def report(args: argparse.Namespace, points: list[Point], weekly: list[Point], *, partial: bool) -> Report:
     rep = Report(
         name=args.name,
-        partial=not official_run("payouts"),
+        partial=partial,
         title=(
             f"1. payout catch-up: {', '.join(f'{p.size:,}' for p in points)} restaurants in 3 zones, "
             f"{WEEKS} unpaid weeks, {args.orders_per_week} orders per restaurant-week"

@@ -41,17 +41,19 @@ from pathlib import Path
 
 import psycopg
 
-from bench.common import ROOT, Report, Row, database_create, database_drop, django_setup, fmt, sql_run, sql_value
-from bench.curves import (
-    Point,
-    curve_plot,
-    curve_rows,
-    curve_table,
+from bench.common import (
+    ROOT,
+    Report,
+    Row,
+    database_create,
+    database_drop,
+    django_setup,
+    fmt,
     official_run,
-    point_write,
-    points_measure,
-    sizes_parse,
+    sql_run,
+    sql_value,
 )
+from bench.curves import Point, curve_plot, curve_rows, curve_table, point_write, points_measure, sizes_parse
 
 NAME = "scheduler_pass"
 CRON_JOB_PREFIX = "bench-cron-"  # the jobs bench/cron_jobs.py declares
@@ -160,11 +162,7 @@ def reference_run(url: str, size: int, passes: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="5,50,500", help="declared cron jobs per size, comma-separated")
-    parser.add_argument("--passes", type=int, default=5, help="timed passes per size, a simulated minute apart")
-    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--point", type=Path, help=argparse.SUPPRESS)
+    parser = argument_parser()
     args = parser.parse_args()
     if args.passes < 1:
         parser.error("--passes must be at least 1")
@@ -175,13 +173,23 @@ def main() -> int:
         sizes = sizes_parse(args.sizes)
     except ValueError as error:
         parser.error(str(error))
-    return report(args, points_measure(NAME, sizes, ["--passes", str(args.passes)])).finish()
+    points = points_measure(NAME, sizes, ["--passes", str(args.passes)])
+    return report(args, points, partial=not official_run("scheduler_pass", args, parser.parse_args)).finish()
 
 
-def report(args: argparse.Namespace, points: list[Point]) -> Report:
+def argument_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="5,50,500", help="declared cron jobs per size, comma-separated")
+    parser.add_argument("--passes", type=int, default=5, help="timed passes per size, a simulated minute apart")
+    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--point", type=Path, help=argparse.SUPPRESS)
+    return parser
+
+
+def report(args: argparse.Namespace, points: list[Point], *, partial: bool) -> Report:
     rep = Report(
         name=NAME,
-        partial=not official_run("scheduler_pass"),
+        partial=partial,
         title=f"7. scheduler pass: {', '.join(f'{p.size:,}' for p in points)} cron jobs, {args.passes} passes each",
         command="python -m bench.scheduler_pass " + " ".join(sys.argv[1:]),
         project="tick_pass: schedules + cursors, per job ticks + claim + q2 enqueue + event, run probe; next_wakeup",

@@ -103,6 +103,7 @@ def test_a_partial_report_is_written_apart(tmp_path: Path, monkeypatch: pytest.M
         ("carts", ["--sizes", "100000,1000000,5000000", "--name", "carts_large"], True),
         ("carts", ["--sizes", "100000", "--name", "cartsdev"], False),
         ("carts", ["--rounds", "1"], False),
+        ("carts", ["--name", "carts_large", "--sizes", "100000,1000000,5000000"], True),  # in any order
         ("payouts", [], True),
         ("payouts", ["--sizes", "1000,10000,100000", "--rounds", "1", "--name", "payouts_large"], True),
         ("payouts", ["--sizes", "10000"], False),
@@ -111,9 +112,12 @@ def test_a_partial_report_is_written_apart(tmp_path: Path, monkeypatch: pytest.M
     ],
 )
 def test_a_curve_run_is_official_only_with_make_benchs_arguments(module: str, argv: list[str], official: bool) -> None:
-    from bench.curves import official_run
+    import importlib
 
-    assert official_run(module, argv) is official
+    from bench.common import official_run
+
+    parse = importlib.import_module(f"bench.{module}").argument_parser().parse_args
+    assert official_run(module, parse(argv), parse) is official
 
 
 def test_a_partial_curve_plot_is_drawn_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
