@@ -25,7 +25,8 @@ ENV_EXAMPLE = ROOT / ".env.example"
 SKIPPED_DIRECTORIES = {"tests", ".venv", "node_modules", "staticfiles", "db"}
 # The files whose variables a server reads, hence .env.example's share.
 SERVER_FILES = {"tiffin/settings.py", "deploy/gunicorn.conf.py"}
-READERS = {"env_str", "env_bool", "env_int", "env_float", "env_list", "env_secret_key", "env_prefixed"}
+# tiffin.env's readers, from its source: a reader added there is recognised here too.
+READERS = set(re.findall(r"^def (env_[a-z_]+)\(", (ROOT / "tiffin" / "env.py").read_text(), flags=re.MULTILINE))
 
 
 @dataclass(frozen=True)
