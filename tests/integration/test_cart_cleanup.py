@@ -33,8 +33,13 @@ def cart(updated_at: datetime, items: int = 2) -> Cart:
 
 
 def clean(tick: datetime = TICK) -> dict[str, Any]:
-    with time_machine.travel(tick + timedelta(minutes=1), tick=False):
-        run = run_claim_manual(job_name="clean-carts", scheduled_for=tick, now=tick, enqueue=False)
+    return clean_at(tick=tick, clock=tick + timedelta(minutes=1))
+
+
+def clean_at(*, tick: datetime, clock: datetime) -> dict[str, Any]:
+    """Run the clean-carts tick ``tick`` with the clock at ``clock``; its result."""
+    with time_machine.travel(clock, tick=False):
+        run = run_claim_manual(job_name="clean-carts", scheduled_for=tick, now=clock, enqueue=False)
         assert run is not None
         runs_execute(run_ids=[run.id], worker="test")
     run.refresh_from_db()
@@ -63,13 +68,14 @@ def test_a_cart_touched_exactly_seven_days_before_is_kept():
 
 @pytest.mark.django_db
 def test_the_cutoff_comes_from_the_tick_not_the_clock():
-    # Run a week late: a cart touched after the tick but 8 days before the clock stays.
+    # Run nine days late: a cart touched after the tick (8 days before the clock) stays,
+    # one untouched for 7 days before the tick goes, with its items.
     touched_after_tick = cart(TICK + timedelta(hours=1))
-    with time_machine.travel(TICK + timedelta(days=9), tick=False):
-        run = run_claim_manual(job_name="clean-carts", scheduled_for=TICK, now=TICK + timedelta(days=9))
-        assert run is not None
-        runs_execute(run_ids=[run.id], worker="test")
-    assert Cart.objects.filter(pk=touched_after_tick.pk).exists()
+    stale_at_tick = cart(CUTOFF - timedelta(hours=1))
+    result = clean_at(tick=TICK, clock=TICK + timedelta(days=9))
+    assert (result["deleted_carts"], result["deleted_items"]) == (1, 2)
+    assert list(Cart.objects.values_list("id", flat=True)) == [touched_after_tick.pk]
+    assert not CartItem.objects.filter(cart_id=stale_at_tick.pk).exists()
 
 
 @pytest.mark.django_db
