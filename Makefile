@@ -166,7 +166,7 @@ prometheus-deps: ## Install Debian's prometheus (promtool and the server) for th
 up: $(STAMP) ## Serve the admin (gunicorn + whitenoise) and run one worker on the local database (after make demo)
 	deploy/local-up.sh
 
-bench: $(STAMP) scenario-deps ## The benchmarks against their references on PostgreSQL (bench/results/, BENCHMARKS.md; 22-30 min)
+bench: $(STAMP) scenario-deps ## The benchmarks against their references on PostgreSQL (bench/results/, docs/benchmark-tables.md; 22-30 min)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	$(PY) -m bench
 

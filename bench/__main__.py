@@ -1,11 +1,11 @@
 """Run every benchmark (``make bench``), each in its own process and database, then print
-one summary and rewrite the results section of BENCHMARKS.md from bench/results/.
+one summary and rewrite the tables of docs/benchmark-tables.md from bench/results/.
 
     python -m bench                    # all of them (make bench)
     python -m bench claim_contention   # some of them, by name
     python -m bench --large            # the largest sizes of the curves (make bench-large)
     python -m bench history            # the long history and its prune (make bench-history)
-    python -m bench --markdown-only    # only rewrite BENCHMARKS.md from the last results
+    python -m bench --markdown-only    # only rewrite docs/benchmark-tables.md from the last results
 
 Exits non-zero if any benchmark missed a goal or failed to run.
 """
@@ -43,7 +43,7 @@ LARGE = {
 def main() -> int:
     parser = argparse.ArgumentParser(description="Run the benchmarks and summarise them.")
     parser.add_argument("names", nargs="*", help=f"benchmarks to run (default: all of {', '.join(BENCHMARKS)})")
-    parser.add_argument("--markdown-only", action="store_true", help="only rewrite BENCHMARKS.md")
+    parser.add_argument("--markdown-only", action="store_true", help="only rewrite docs/benchmark-tables.md")
     parser.add_argument("--large", action="store_true", help=f"run {', '.join(LARGE)} (the curves' largest sizes)")
     args = parser.parse_args()
     stop_on_sigterm()
@@ -60,7 +60,7 @@ def main() -> int:
     print("\n== summary ==")
     for name, code, seconds in outcomes:
         print(f"{'PASS' if code == 0 else 'FAIL'}  {name:<18} {fmt(seconds)} s")
-    print(f"total {fmt(sum(seconds for _, _, seconds in outcomes))} s; BENCHMARKS.md updated")
+    print(f"total {fmt(sum(seconds for _, _, seconds in outcomes))} s; docs/benchmark-tables.md updated")
     return 0 if all(code == 0 for _, code, _ in outcomes) else 1
 
 
