@@ -57,7 +57,7 @@ demo: $(STAMP) ## The main job end to end on the SQLite default: seed, then 3 se
 	@echo ""
 	@echo "Look around: 'make up' serves the admin at http://127.0.0.1:8000/admin/ (it prints a login)"
 	@echo "  job runs, their events and fences: /admin/scheduling/jobrun/   payouts: /admin/payouts/payout/"
-	@echo "  '$(PY) manage.py demo_summary' prints the payouts per restaurant and week; process logs are in db/demo-logs/"
+	@echo "  'DEBUG=1 $(PY) manage.py demo_summary' prints the payouts per restaurant and week; process logs are in db/demo-logs/"
 
 demo-jobs: $(STAMP) ## Run the jobs once, here, through their claims: catch up payouts, clean carts, cancel stale orders
 	LOG_LEVEL=WARNING $(PY) manage.py catch_up_payouts
@@ -181,7 +181,7 @@ bench-history: $(STAMP) ## Every everyday path on 10M runs of history, then thei
 # A database of its own, dropped and created afresh (the soak empties what it finds).
 SOAK_URL ?= postgres://postgres@127.0.0.1:5432/tiffin_soak
 SOAK_DAYS ?= 30
-soak: $(STAMP) ## Weeks of traffic and every job with retention at 3 days: row counts per day, invariants (slow; see README)
+soak: $(STAMP) ## Weeks of traffic and every job with retention at 3 days: row counts per day, invariants (slow; docs/history.md)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	psql "$(dir $(SOAK_URL))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(SOAK_URL)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(SOAK_URL))'
 	DATABASE_URL=$(SOAK_URL) exec $(PY) -m bench.soak --reset --days $(SOAK_DAYS)
