@@ -12,6 +12,9 @@ the next ticks, and the app hands out forty more fencing tokens. Then the primar
    the new primary repeats every value past the last batch that reached it.
 2. What asynchronous replication loses, as documented: the claims committed during the
    pause are gone, and the same ticks are claimed again on the new primary.
+3. With a synchronous standby (``synchronous_standby_names``) the same pause holds the
+   pass's commit until the crash: the pass fails, nothing it claimed was ever confirmed or
+   seen, and every token the app was given is still below the new primary's.
 
 The app's own code takes the tokens and the claims (``manage.py shell`` calling
 ``scheduling.sql.next_fence``, ``manage.py tick``), against the cluster's address.
@@ -26,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
@@ -78,6 +82,29 @@ def test_every_fence_after_an_asynchronous_failover_exceeds_every_fence_before_i
     assert sorted(_tick(standby.server, LOST_PASS)) == committed
 
 
+def test_with_a_synchronous_standby_no_confirmed_claim_is_lost(
+    failover_pair: tuple[ThrowawayCluster, ThrowawayCluster],
+) -> None:
+    primary, standby = failover_pair
+    _make_standby_synchronous(primary.server)
+    replicated_tokens = _take_tokens(primary.server, 5)
+    replicated_claims = _tick(primary.server, REPLICATED_PASS)
+
+    os.kill(_walsender_pid(primary.server), signal.SIGSTOP)
+    with _manage_started(primary.server, "tick", "--now", LOST_PASS.isoformat(), "--json") as waiting:
+        _wait_claim_waiting_for_standby(primary.server)
+        # Committed on the primary's disk, and still invisible: no worker can take these runs.
+        assert _rows(primary.server, CLAIMS, [REPLICATED_PASS]) == []
+        primary.stop_immediate()
+        assert waiting.wait(timeout=60) != 0, "the pass was never told its claims committed"
+    standby.promote()
+
+    [first_new] = _take_tokens(standby.server, 1)
+    assert first_new > max(replicated_tokens)
+    everything = "SELECT job_name, scheduled_for FROM job_runs ORDER BY job_name, scheduled_for"
+    assert _rows(standby.server, everything, []) == sorted(replicated_claims), "every confirmed claim survived"
+
+
 @pytest.fixture
 def failover_pair() -> Iterator[tuple[ThrowawayCluster, ThrowawayCluster]]:
     """A primary with a migrated DATABASE and its asynchronous standby, both stopped (by
@@ -123,6 +150,55 @@ def _manage(server: PostgresServer, *args: str) -> str:
         err.seek(0)
         assert code == 0, f"manage.py {' '.join(args)} failed ({code}):\n{err.read().decode(errors='replace')}"
         return out.read().decode()
+
+
+@contextmanager
+def _manage_started(server: PostgresServer, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``manage.py <args>`` against DATABASE on ``server``, running for the block in its own
+    process group, stopped whole afterwards."""
+    env = {**os.environ, "DATABASE_URL": server.url(DATABASE), "LOG_LEVEL": "WARNING"}
+    command = subprocess.Popen(
+        [sys.executable, str(PROJECT_DIR / "manage.py"), *args],
+        env=env,
+        cwd=PROJECT_DIR,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        yield command
+    finally:
+        stop_group(command, grace=5)
+
+
+def _make_standby_synchronous(server: PostgresServer) -> None:
+    """Every commit waits for the standby's flush (synchronous_commit is on)."""
+    with server.connect() as conn:
+        conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+        conn.execute("SELECT pg_reload_conf()")
+
+    def synchronous() -> bool:
+        with server.connect() as conn:
+            return conn.execute("SELECT sync_state FROM pg_stat_replication").fetchone() == ("sync",)
+
+    wait_for(synchronous, timeout=30, interval=0.1, what="the standby becoming synchronous")
+
+
+def _wait_claim_waiting_for_standby(server: PostgresServer) -> None:
+    """Wait until a backend that wrote job_runs waits for the standby to confirm its commit
+    (it holds its row lock on the table until the wait ends)."""
+    query = (
+        "SELECT count(*) FROM pg_stat_activity AS a JOIN pg_locks AS l ON l.pid = a.pid"
+        " WHERE a.wait_event = 'SyncRep' AND l.relation = 'job_runs'::regclass AND l.mode = 'RowExclusiveLock'"
+    )
+
+    def waiting() -> bool:
+        with server.connect(DATABASE) as conn:
+            row = conn.execute(query).fetchone()
+        return row is not None and row[0] > 0
+
+    wait_for(waiting, timeout=60, interval=0.1, what="a claim's commit waiting for the synchronous standby")
 
 
 def _rows(server: PostgresServer, query: str, params: list[object]) -> list[tuple[str, datetime]]:
