@@ -14,7 +14,8 @@ Every read is bounded, so a scrape costs the same on ten million runs as on none
    to the same limit;
 5. open problems of the missed-run check by kind (``job_run_alert_open``);
 6. the scheduler nodes (one row per loop, pruned after SCHEDULER_NODE_RETENTION_DAYS);
-7. the highest fencing token issued (the sequence's last value);
+7. the fencing tokens' epoch (the primary's timeline, which a failover moves) and the
+   newest token (the epoch and the sequence's last value, no token taken);
 8. per job, its schedule's expected interval (computed from the cron expression, cached
    per expression, zone and year) and when it was first registered (``job_schedules``).
 """
@@ -34,7 +35,7 @@ from django_q.models import OrmQ
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from scheduling import cron
+from scheduling import cron, sql
 from scheduling.models import FenceCounter, JobRun, ProblemKind, RunAlert, RunStatus, Schedule, SchedulerNode
 from scheduling.registry import registry
 
@@ -71,7 +72,7 @@ class DatabaseCollector(Collector):
         yield _queued_tasks()
         yield _open_problems()
         yield from _schedulers(self.now)
-        yield _highest_fence()
+        yield from _fence()
         yield from _schedules(self.now)
 
 
@@ -200,21 +201,32 @@ def _schedulers(now: datetime) -> Iterator[Metric]:
         )
 
 
-def _highest_fence() -> Metric:
-    return GaugeMetricFamily(
-        "tiffin_fence_token_highest", "The highest fencing token issued so far.", value=float(highest_fence())
+def _fence() -> Iterator[Metric]:
+    epoch, highest = fence_state()
+    yield GaugeMetricFamily(
+        "tiffin_fence_epoch",
+        "The epoch new fencing tokens carry: the PostgreSQL primary's timeline, one more after "
+        "every promotion (0 on SQLite). A change means the database failed over.",
+        value=float(epoch),
+    )
+    yield GaugeMetricFamily(
+        "tiffin_fence_token_highest",
+        "The newest fencing token's value: the epoch times 2^40 plus the token counter's last value.",
+        value=float(highest),
     )
 
 
-def highest_fence() -> int:
-    """The last value of job_runs_fence_seq on PostgreSQL (0 before the first), the
-    counter row on SQLite."""
+def fence_state() -> tuple[int, int]:
+    """The epoch new tokens carry and the newest token's value on it: on PostgreSQL the
+    primary's timeline and ``timeline * 2**40`` plus job_runs_fence_seq's last value; on
+    SQLite epoch 0 and the counter row."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM job_runs_fence_seq")
-            return int(cursor.fetchone()[0])
+            cursor.execute(sql.FENCE_STATE)
+            epoch, counter = cursor.fetchone()
+        return int(epoch), (int(epoch) << sql.FENCE_COUNTER_BITS) + int(counter)
     value = FenceCounter.objects.values_list("value", flat=True).first()
-    return int(value or 0)
+    return 0, int(value or 0)
 
 
 def _schedules(now: datetime) -> Iterator[Metric]:

@@ -349,11 +349,39 @@ def claim_event_kind(run: JobRun) -> str:
     return "skipped" if run.status == RunStatus.SKIPPED else "claimed"
 
 
+# A fencing token is an epoch and a counter in one bigint: epoch * 2**40 + counter.
+FENCE_COUNTER_BITS = 40
+# A new fencing token on PostgreSQL: the primary's current WAL timeline (the epoch: the
+# first 8 hex digits of the current WAL file's name) times 2**40, plus nextval of
+# job_runs_fence_seq (its MAXVALUE is 2**40 - 1: past it nextval raises, never carries
+# into the epoch). A promotion always starts a new timeline, at once, so every token of a
+# new primary exceeds every token of the old one, even those whose WAL never reached it
+# (docs/failover.md). One statement, no catalog write, no lock: safe behind a
+# transaction-mode pooler. A product, not <<, so an overflow raises instead of wrapping.
+NEXT_FENCE = (
+    "SELECT ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint * 1099511627776"
+    " + nextval('job_runs_fence_seq')"
+)
+# The epoch new tokens carry (the primary's current WAL timeline, as in NEXT_FENCE) and the
+# counter's last value (0 before the first nextval), read without taking a token.
+FENCE_STATE = (
+    "SELECT ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint,"
+    " CASE WHEN is_called THEN last_value ELSE 0 END FROM job_runs_fence_seq"
+)
+
+
+def fence_epoch(token: int) -> int:
+    """The epoch a token was handed out in: the primary's timeline (0 for a token from
+    before epochs, and on SQLite)."""
+    return token >> FENCE_COUNTER_BITS
+
+
 def next_fence() -> int:
-    """A new fencing token: nextval of job_runs_fence_seq on PostgreSQL (never reused,
-    no lock held); on SQLite, the one-row counter under the single writer."""
+    """A new fencing token: NEXT_FENCE on PostgreSQL (never reused, greater than every
+    token handed out before the last promotion, no lock held); on SQLite, which has no
+    standby, the one-row counter under the single writer (epoch 0)."""
     if connection.vendor == "postgresql":
-        return int(fetch("SELECT nextval('job_runs_fence_seq')", [])[0][0])
+        return int(fetch(NEXT_FENCE, [])[0][0])
     # An upsert, so a flushed table (manage.py flush, a transactional test) starts again.
     rows = fetch(
         "INSERT INTO job_fence_counter (id, value) VALUES (1, 1) "

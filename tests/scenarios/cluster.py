@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL server for the one scenario that restarts its server.
+"""Throwaway PostgreSQL servers for the scenarios that restart, stop or promote one.
 
 The machine's server is shared (other databases, other people's tests), so restarting it
 is never an option. Instead:
@@ -12,6 +12,11 @@ is never an option. Instead:
    does) and a start on the same port and data.
 4. However the block ends, the server is stopped (SIGINT, then SIGKILL to its process
    group) and the directory removed.
+
+``replicated_pair()`` adds a streaming standby of such a primary (``pg_basebackup -R``
+into a second directory, its own port and process group), for the failover scenario:
+``stop_immediate()`` is the primary's crash (``pg_ctl -m immediate stop``: SIGQUIT to
+the postmaster) and ``promote()`` the standby's ``pg_ctl promote``.
 
 When the binaries are missing the scenario skips with the reason, except under
 ``CI=true``, where it fails.
@@ -89,12 +94,35 @@ def _as_owner() -> _Owner:
     return {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
 
 
+def _run_tool(args: list[str], *, timeout: float, what: str) -> None:
+    """Run one of the server's tools (pg_basebackup, pg_ctl) as the cluster's owner, in a
+    process group of its own (pg_basebackup forks its WAL streamer), stopped whole however
+    the call ends; fail with its output when it exits non-zero."""
+    with tempfile.TemporaryFile() as output:
+        tool = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            **_as_owner(),
+        )
+        try:
+            code = tool.wait(timeout=timeout)
+        finally:
+            stop_group(tool, grace=5)
+        output.seek(0)
+        assert code == 0, f"{what} failed ({code}):\n{output.read().decode(errors='replace')}"
+
+
 @dataclass
 class ThrowawayCluster:
     bindir: Path
     directory: Path
     port: int = field(default_factory=_free_port)
     process: subprocess.Popen[bytes] | None = None
+    # Settings over SERVER_SETTINGS (the replicated pair commits synchronously, as production does).
+    settings: dict[str, str] = field(default_factory=dict)
 
     @property
     def data(self) -> Path:
@@ -108,10 +136,13 @@ class ThrowawayCluster:
     def server(self) -> PostgresServer:
         return PostgresServer(host="127.0.0.1", port=self.port, user=SUPERUSER, password="")
 
-    def init(self) -> None:
+    def _own_directory(self) -> None:
         if os.geteuid() == 0:
             owner = pwd.getpwnam(SUPERUSER)
             os.chown(self.directory, owner.pw_uid, owner.pw_gid)
+
+    def init(self) -> None:
+        self._own_directory()
         done = subprocess.run(
             [
                 str(self.bindir / "initdb"),
@@ -133,7 +164,12 @@ class ThrowawayCluster:
         assert done.returncode == 0, f"initdb failed:\n{done.stdout}\n{done.stderr}"
 
     def start(self) -> None:
-        settings = {**SERVER_SETTINGS, "port": str(self.port), "unix_socket_directories": str(self.directory)}
+        settings = {
+            **SERVER_SETTINGS,
+            **self.settings,
+            "port": str(self.port),
+            "unix_socket_directories": str(self.directory),
+        }
         options = [arg for key, value in settings.items() for arg in ("-c", f"{key}={value}")]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
@@ -152,6 +188,43 @@ class ThrowawayCluster:
             return
         stop_group(self.process, grace=grace, sig=signal.SIGINT, leader_only=True)
         self.process = None
+
+    def stop_immediate(self) -> None:
+        """A crash: immediate shutdown (SIGQUIT to the postmaster, as ``pg_ctl -m immediate
+        stop`` sends), no checkpoint, nothing more sent to a standby; the group is SIGKILLed
+        if it lingers (a stopped WAL sender cannot act on SIGQUIT)."""
+        if self.process is None:
+            return
+        stop_group(self.process, grace=10, sig=signal.SIGQUIT, leader_only=True)
+        self.process = None
+
+    def basebackup_from(self, primary: ThrowawayCluster) -> None:
+        """Make this cluster's data a streaming standby of ``primary``: a base backup with
+        its WAL, and ``-R`` (standby.signal and primary_conninfo)."""
+        self._own_directory()
+        _run_tool(
+            [
+                str(self.bindir / "pg_basebackup"),
+                f"--dbname=host=127.0.0.1 port={primary.port} user={SUPERUSER} application_name=standby",
+                "-D",
+                str(self.data),
+                "-X",
+                "stream",
+                "-R",
+                "--no-sync",
+                "--checkpoint=fast",
+            ],
+            timeout=120,
+            what="pg_basebackup",
+        )
+
+    def promote(self) -> None:
+        """``pg_ctl promote``, waiting until the standby accepts writes."""
+        _run_tool(
+            [str(self.bindir / "pg_ctl"), "promote", "-w", "-t", "60", "-D", str(self.data)],
+            timeout=90,
+            what="pg_ctl promote",
+        )
 
     def restart(self) -> None:
         """What a failover or a crash does to clients: every connection is cut, and the
@@ -187,3 +260,35 @@ def throwaway_cluster() -> Iterator[ThrowawayCluster]:
     finally:
         cluster.stop()
         shutil.rmtree(cluster.directory, ignore_errors=True)
+
+
+# The replicated pair commits as production does: synchronous_commit on, so a commit the
+# client saw is on the primary's disk (and, replication being asynchronous, maybe nowhere else).
+REPLICATED_SETTINGS = {"synchronous_commit": "on", "wal_level": "replica", "max_wal_senders": "4"}
+
+
+@contextmanager
+def replicated_pair() -> Iterator[tuple[ThrowawayCluster, ThrowawayCluster]]:
+    """A running private primary and its asynchronous streaming standby (see the module
+    docstring); both stopped and removed afterwards, however the block ends."""
+    bindir = postgres_bindir()
+    primary, standby = (
+        ThrowawayCluster(
+            bindir=bindir, directory=Path(tempfile.mkdtemp(prefix=f"tiffin-pg-{role}-")), settings=REPLICATED_SETTINGS
+        )
+        for role in ("primary", "standby")
+    )
+    try:
+        primary.init()
+        primary.start()
+        standby.basebackup_from(primary)
+        standby.start()
+        yield primary, standby
+    except BaseException:
+        for role, cluster in (("primary", primary), ("standby", standby)):
+            print(f"===== private PostgreSQL, {role} ({cluster.log_path})\n{cluster.log_tail()}")
+        raise
+    finally:
+        for cluster in (primary, standby):
+            cluster.stop()
+            shutil.rmtree(cluster.directory, ignore_errors=True)
