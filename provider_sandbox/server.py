@@ -57,6 +57,7 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     response TEXT NOT NULL,
     stored_at REAL NOT NULL
 );
+CREATE INDEX IF NOT EXISTS idempotency_keys_stored_at ON idempotency_keys (stored_at);
 CREATE TABLE IF NOT EXISTS clock (id INTEGER PRIMARY KEY CHECK (id = 1), offset_seconds REAL NOT NULL);
 """
 
@@ -132,9 +133,9 @@ class Store:
                     type="idempotency_error",
                     code="idempotency_key_in_use",
                 )
-            self.db.execute("DELETE FROM idempotency_keys WHERE stored_at < ?", (self.now() - self.key_retention,))
             row = self.db.execute(
-                "SELECT path, params, status, response FROM idempotency_keys WHERE key = ?", (key,)
+                "SELECT path, params, status, response FROM idempotency_keys WHERE key = ? AND stored_at >= ?",
+                (key, self.now() - self.key_retention),
             ).fetchone()
             if row is None:
                 self.in_flight.add(key)
@@ -182,11 +183,13 @@ class Store:
                         body,
                     ),
                 )
-                if key is not None:
+                if key is not None:  # an expired key is forgotten here, and a reused one replaced
+                    now = self.now()
+                    self.db.execute("DELETE FROM idempotency_keys WHERE stored_at < ?", (now - self.key_retention,))
                     self.db.execute(
-                        "INSERT INTO idempotency_keys (key, path, params, status, response, stored_at) "
+                        "INSERT OR REPLACE INTO idempotency_keys (key, path, params, status, response, stored_at) "
                         "VALUES (?, ?, ?, 200, ?, ?)",
-                        (key, path, params, body, self.now()),
+                        (key, path, params, body, now),
                     )
                 self.db.execute("COMMIT")
             except BaseException:
@@ -455,28 +458,33 @@ class Handler(BaseHTTPRequestHandler):
         store = self.server.store
         if method == "GET":
             time.sleep(work_ms / 1000)
-        if (method, path) == ("GET", "/v1/transfers"):
-            plain, _ = _split_params(parse_qsl(query, keep_blank_values=True), allowed=LIST_PARAMS)
-            return 200, store.transfers(plain), {}
-        if method == "GET" and re.fullmatch(r"/v1/transfers/[^/]+", path):
-            return 200, store.transfer(path.rsplit("/", 1)[1]), {}
-        if (method, path) != ("POST", "/v1/transfers"):
+            if path == "/v1/transfers":
+                plain, _ = _split_params(parse_qsl(query, keep_blank_values=True), allowed=LIST_PARAMS)
+                return 200, store.transfers(plain), {}
+            if re.fullmatch(r"/v1/transfers/[^/]+", path):
+                return 200, store.transfer(path.rsplit("/", 1)[1]), {}
             raise ApiError(404, f"Unrecognized request URL ({method}: {path}).")
+        if method != "POST":
+            raise ApiError(404, f"Unrecognized request URL ({method}: {path}).")
+        # A POST: its key is looked at before the endpoint, as a layer in front of them all.
         pairs = parse_qsl(body, keep_blank_values=True)
         params = json.dumps(sorted(pairs))
-        key = self.headers.get("Idempotency-Key")
-        if not key:
-            time.sleep(work_ms / 1000)
-            return 200, store.create_transfer(new_transfer(pairs), key=None, path=path, params=params), {}
-        stored = store.claim_key(key, path=path, params=params)
-        if stored is not None:
-            return stored[0], stored[1], {"Idempotency-Key": key, "Idempotent-Replayed": "true"}
+        key = self.headers.get("Idempotency-Key") or None
+        if key is not None and len(key) > 255:
+            raise ApiError(400, "Idempotency-Key must be at most 255 characters long.", param="Idempotency-Key")
+        if key is not None:
+            stored = store.claim_key(key, path=path, params=params)
+            if stored is not None:
+                return stored[0], stored[1], {"Idempotency-Key": key, "Idempotent-Replayed": "true"}
         try:
             time.sleep(work_ms / 1000)
+            if path != "/v1/transfers":
+                raise ApiError(404, f"Unrecognized request URL ({method}: {path}).")
             transfer = store.create_transfer(new_transfer(pairs), key=key, path=path, params=params)
         finally:
-            store.release_key(key)
-        return 200, transfer, {"Idempotency-Key": key}
+            if key is not None:
+                store.release_key(key)
+        return 200, transfer, {"Idempotency-Key": key} if key is not None else {}
 
     def send_json(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()

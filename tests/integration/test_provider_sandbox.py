@@ -5,10 +5,14 @@ docs/provider-sandbox.md."""
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +20,7 @@ from typing import Any
 import pytest
 import stripe
 
-from simulation.processes import PROJECT_DIR
+from simulation.processes import PROJECT_DIR, stop_group
 from simulation.provider_process import RunningSandbox, running_sandbox, start_sandbox
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]
@@ -106,6 +110,26 @@ def test_a_key_reused_with_another_amount_is_refused(sandbox: RunningSandbox) ->
         create(stripe_client, "the-key", amount=123457)
     assert refused.value.http_status == 400
     assert "same parameters" in str(refused.value)
+    assert sandbox.state()["transfers"] == 1
+
+
+def test_a_key_is_refused_on_another_endpoint_and_when_too_long(sandbox: RunningSandbox) -> None:
+    stripe_client = client(sandbox)
+    create(stripe_client, "k")
+    request = urllib.request.Request(
+        f"{sandbox.url}/v1/transfers/tr_x/reversals",
+        data=b"amount=1",
+        headers={"Authorization": f"Bearer {KEY}", "Idempotency-Key": "k"},
+        method="POST",
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 400
+    error = json.loads(refused.value.read())["error"]
+    assert error["type"] == "idempotency_error" and "same endpoint" in error["message"]
+    with pytest.raises(stripe.InvalidRequestError) as too_long:
+        create(stripe_client, "k" * 256)
+    assert too_long.value.param == "Idempotency-Key"
     assert sandbox.state()["transfers"] == 1
 
 
@@ -226,11 +250,12 @@ def test_lists_page_newest_first_with_the_filters(sandbox: RunningSandbox) -> No
         stripe_client.v1.transfers.list(params={"starting_after": "tr_unknown"})
 
 
-def test_a_restart_keeps_the_transfers_and_the_keys(tmp_path: Path) -> None:
+def test_a_restart_after_sigkill_keeps_the_transfers_and_the_keys(tmp_path: Path) -> None:
     state = tmp_path / "provider.sqlite3"
     with running_sandbox(state_path=state) as before:
         first = create(client(before), "survives")
         before.advance_clock(600)
+        stop_group(before.popen, grace=0, sig=signal.SIGKILL)  # no clean shutdown: each commit was synced
     with running_sandbox(state_path=state) as after:
         stripe_client = client(after)
         assert [t.id for t in all_transfers(stripe_client)] == [first.id]
