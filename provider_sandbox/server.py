@@ -22,6 +22,7 @@ import string
 import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -55,6 +56,7 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     params TEXT NOT NULL,
     status INTEGER NOT NULL,
     response TEXT NOT NULL,
+    request_id TEXT NOT NULL,
     stored_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS idempotency_keys_stored_at ON idempotency_keys (stored_at);
@@ -120,8 +122,8 @@ class Store:
             self.offset += seconds
             self.db.execute("UPDATE clock SET offset_seconds = ?", (self.offset,))
 
-    def claim_key(self, key: str, *, path: str, params: str) -> tuple[int, dict[str, Any]] | None:
-        """The stored (status, body) to replay for ``key``; or None, the key now marked in
+    def claim_key(self, key: str, *, path: str, params: str) -> tuple[int, dict[str, Any], str] | None:
+        """The stored (status, body, request id) to replay for ``key``; or None, the key now marked in
         flight until ``release_key``. Raises 409 while another request holds the key and 400
         when it was used with other parameters or on another endpoint."""
         with self.lock:
@@ -134,13 +136,14 @@ class Store:
                     code="idempotency_key_in_use",
                 )
             row = self.db.execute(
-                "SELECT path, params, status, response FROM idempotency_keys WHERE key = ? AND stored_at >= ?",
+                "SELECT path, params, status, response, request_id FROM idempotency_keys "
+                "WHERE key = ? AND stored_at >= ?",
                 (key, self.now() - self.key_retention),
             ).fetchone()
             if row is None:
                 self.in_flight.add(key)
                 return None
-        stored_path, stored_params, status, response = row
+        stored_path, stored_params, status, response, request_id = row
         if stored_path != path:
             raise ApiError(
                 400,
@@ -156,13 +159,15 @@ class Store:
                 f"Try using a key other than '{key}' if you meant to execute a different request.",
                 type="idempotency_error",
             )
-        return int(status), json.loads(response)
+        return int(status), json.loads(response), str(request_id)
 
     def release_key(self, key: str) -> None:
         with self.lock:
             self.in_flight.discard(key)
 
-    def create_transfer(self, transfer: dict[str, Any], *, key: str | None, path: str, params: str) -> dict[str, Any]:
+    def create_transfer(
+        self, transfer: dict[str, Any], *, key: str | None, path: str, params: str, request_id: str
+    ) -> dict[str, Any]:
         """Insert ``transfer`` (its id and time given here) and the response stored under
         ``key``, in one transaction."""
         with self.lock:
@@ -187,9 +192,9 @@ class Store:
                     now = self.now()
                     self.db.execute("DELETE FROM idempotency_keys WHERE stored_at < ?", (now - self.key_retention,))
                     self.db.execute(
-                        "INSERT OR REPLACE INTO idempotency_keys (key, path, params, status, response, stored_at) "
-                        "VALUES (?, ?, ?, 200, ?, ?)",
-                        (key, path, params, body, now),
+                        "INSERT OR REPLACE INTO idempotency_keys "
+                        "(key, path, params, status, response, request_id, stored_at) VALUES (?, ?, ?, 200, ?, ?, ?)",
+                        (key, path, params, body, request_id, now),
                     )
                 self.db.execute("COMMIT")
             except BaseException:
@@ -355,6 +360,7 @@ class Sandbox(ThreadingHTTPServer):
 class Handler(BaseHTTPRequestHandler):
     server: Sandbox
     protocol_version = "HTTP/1.1"  # keep-alive, as Stripe's clients expect
+    request_id: str  # this request's Request-Id, stored with the response its key replays
 
     def do_GET(self) -> None:
         self.route("GET")
@@ -370,6 +376,8 @@ class Handler(BaseHTTPRequestHandler):
             super().log_message(format, *args)
 
     def route(self, method: str) -> None:
+        """Answer one request; an unexpected exception is a 500 ``api_error``, its traceback on stderr."""
+        self.request_id = _random_id("req_")
         url = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length).decode() if length else ""
@@ -382,6 +390,9 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(404, f"Unrecognized request URL ({method}: {url.path}).")
         except ApiError as error:
             self.send_json(error.status, error.body)
+        except Exception:
+            traceback.print_exc()
+            self.send_json(500, ApiError(500, "An unexpected error occurred.", type="api_error").body)
 
     def handle_control(self, method: str, path: str, body: str) -> dict[str, Any]:
         """``GET /_sandbox/state``, ``POST``/``DELETE /_sandbox/faults``, ``POST /_sandbox/clock``."""
@@ -475,12 +486,16 @@ class Handler(BaseHTTPRequestHandler):
         if key is not None:
             stored = store.claim_key(key, path=path, params=params)
             if stored is not None:
-                return stored[0], stored[1], {"Idempotency-Key": key, "Idempotent-Replayed": "true"}
+                status, answer, original_request = stored
+                return status, answer, {"Idempotency-Key": key, "Idempotent-Replayed": "true",
+                                        "Original-Request": original_request}  # fmt: skip
         try:
             time.sleep(work_ms / 1000)
             if path != "/v1/transfers":
                 raise ApiError(404, f"Unrecognized request URL ({method}: {path}).")
-            transfer = store.create_transfer(new_transfer(pairs), key=key, path=path, params=params)
+            transfer = store.create_transfer(
+                new_transfer(pairs), key=key, path=path, params=params, request_id=self.request_id
+            )
         finally:
             if key is not None:
                 store.release_key(key)
@@ -491,7 +506,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("Request-Id", _random_id("req_"))
+        self.send_header("Request-Id", self.request_id)
         if version := self.headers.get("Stripe-Version"):
             self.send_header("Stripe-Version", version)
         for name, value in (headers or {}).items():

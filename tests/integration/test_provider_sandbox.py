@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import stripe
 
-from simulation.processes import PROJECT_DIR, stop_group
+from simulation.processes import PROJECT_DIR, stop_group, wait_for
 from simulation.provider_process import RunningSandbox, running_sandbox, start_sandbox
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]
@@ -99,6 +99,8 @@ def test_a_transfer_is_created_as_stripe_returns_it_and_its_key_replays_it(sandb
     again = create(stripe_client, "payout-7-2026-11-30")
     assert again.id == first.id
     assert replayed(again)
+    assert again.last_response is not None and first.last_response is not None
+    assert again.last_response.headers["Original-Request"] == first.last_response.request_id
     assert stripe_client.v1.transfers.retrieve(first.id).amount == 123456
     assert sandbox.state()["transfers"] == 1
 
@@ -139,7 +141,7 @@ def test_a_request_while_another_holds_its_key_gets_409(sandbox: RunningSandbox)
     slow = threading.Thread(target=lambda: first.append(create(stripe_client, "busy", fault="slow", delay_ms=2000)))
     slow.start()
     try:
-        _wait_for(lambda: sandbox.state()["in_flight"] == 1)
+        wait_for(lambda: sandbox.state()["in_flight"] == 1, timeout=10, what="the slow request holding its key")
         with pytest.raises(stripe.APIError) as conflict:
             create(stripe_client, "busy")
         assert conflict.value.http_status == 409
@@ -302,7 +304,9 @@ def test_the_library_retries_an_armed_500_with_the_same_key(sandbox: RunningSand
     """An armed fault counts requests: one commit-then-500, then the library's own retry
     (same Idempotency-Key) replays the committed transfer."""
     sandbox.arm_fault("commit-then-500", count=1, methods=("POST",))
-    transfer = create(client(sandbox, retries=2), "k")
+    stripe_client = client(sandbox, retries=2)
+    assert stripe_client.v1.transfers.list().data == []  # a GET does not take a POST's fault
+    transfer = create(stripe_client, "k")
     assert replayed(transfer)
     assert sandbox.state()["transfers"] == 1 and sandbox.state()["fault"] is None
 
@@ -366,8 +370,19 @@ def test_two_sandboxes_cannot_share_a_state_file(tmp_path: Path) -> None:
         first.stop()
 
 
-def _wait_for(condition: Any, *, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
+def test_the_controls_refuse_bad_input_and_change_nothing(sandbox: RunningSandbox) -> None:
+    bad: list[tuple[str, dict[str, Any]]] = [
+        ("/_sandbox/faults", {"mode": "sometimes"}),
+        ("/_sandbox/faults", {"mode": "down", "count": 0}),
+        ("/_sandbox/faults", {"mode": "slow", "delay_ms": -1}),
+        ("/_sandbox/clock", {"advance_seconds": -5}),
+    ]
+    for path, payload in bad:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            sandbox.control("POST", path, payload)
+        assert refused.value.code == 400
+        assert json.loads(refused.value.read())["error"]["message"]
+    state = sandbox.state()
+    assert state["fault"] is None and state["clock_offset_seconds"] == 0
+    with pytest.raises(stripe.InvalidRequestError):
+        create(client(sandbox), "k", fault="sometimes")
