@@ -73,7 +73,7 @@ def start_sandbox(
     timeout: float = 30.0,
 ) -> RunningSandbox:
     """Start a sandbox keeping its state in ``state_path``; return once it listens.
-    Its stderr goes to ``log_path`` (else is discarded)."""
+    Its stderr goes to ``log_path``, else to this process's stderr."""
     argv = [sys.executable, "-m", "provider_sandbox", "--port", str(port), "--state", str(state_path)]
     if key_retention is not None:
         argv += ["--key-retention", repr(key_retention)]
@@ -86,7 +86,7 @@ def start_sandbox(
             cwd=PROJECT_DIR,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=log if log is not None else subprocess.DEVNULL,
+            stderr=log,  # None: inherited
             start_new_session=True,  # its own process group, stopped as one
         )
     finally:
@@ -99,7 +99,8 @@ def start_sandbox(
         raise
     if not line.startswith("listening on "):
         stop_group(popen, grace=1.0)
-        raise RuntimeError(f"the sandbox did not start (exit {popen.returncode}): {line!r}")
+        where = f"; see {log_path}" if log_path is not None else ""
+        raise RuntimeError(f"the sandbox did not start (exit {popen.returncode}){where}")
     return RunningSandbox(url=line.removeprefix("listening on ").strip(), popen=popen, state_path=state_path)
 
 

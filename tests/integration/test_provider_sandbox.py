@@ -366,6 +366,9 @@ def test_two_sandboxes_cannot_share_a_state_file(tmp_path: Path) -> None:
     try:
         second = sandbox_command("--port", "0", "--state", str(state))
         assert second.returncode == 2 and "another sandbox" in second.stderr
+        with pytest.raises(RuntimeError, match="did not start"):
+            start_sandbox(state_path=state, log_path=tmp_path / "second.log")
+        assert "another sandbox" in (tmp_path / "second.log").read_text()
     finally:
         first.stop()
 
