@@ -24,15 +24,28 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
+from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import parse_qsl, urlsplit
 
-FAULT_MODES = ("commit-then-timeout", "commit-then-500", "500-before-commit", "drop", "slow", "down")
+
+class FaultMode(StrEnum):
+    """What an injected fault does to one API request (docs/provider-sandbox.md)."""
+
+    COMMIT_THEN_TIMEOUT = "commit-then-timeout"  # executes, then holds the connection and closes it unanswered
+    COMMIT_THEN_500 = "commit-then-500"  # executes, then answers 500
+    FAIL_BEFORE_COMMIT = "500-before-commit"  # answers 500 without executing
+    DROP = "drop"  # closes the connection unanswered without executing
+    SLOW = "slow"  # executes taking delay_ms longer, holding its key
+    DOWN = "down"  # answers 503 without executing
+
+
+FAULT_MODES = ", ".join(FaultMode)
 # How long a fault holds a request when it is not told (commit-then-timeout: longer than
 # any client timeout a test sets).
-DEFAULT_DELAY_MS = {"commit-then-timeout": 30_000, "slow": 1_000}
+DEFAULT_DELAY_MS = {FaultMode.COMMIT_THEN_TIMEOUT: 30_000, FaultMode.SLOW: 1_000}
 DESTINATION = re.compile(r"^acct_[A-Za-z0-9]+$")
 CURRENCY = re.compile(r"^[a-zA-Z]{3}$")
 CREATE_PARAMS = {"amount", "currency", "destination", "transfer_group", "description", "source_transaction"}
@@ -85,7 +98,7 @@ class Fault:
     """A fault armed through ``POST /_sandbox/faults``: for the next ``remaining`` API
     requests (None: until cleared) whose method is in ``methods`` (empty: any)."""
 
-    mode: str
+    mode: FaultMode
     delay_ms: int
     remaining: int | None
     methods: tuple[str, ...]
@@ -344,7 +357,7 @@ class Sandbox(ThreadingHTTPServer):
         self.fault: Fault | None = None
         self.fault_lock = threading.Lock()
 
-    def take_fault(self, method: str) -> tuple[str, int] | None:
+    def take_fault(self, method: str) -> tuple[FaultMode, int] | None:
         """The armed fault's (mode, delay) for this request, counting it down."""
         with self.fault_lock:
             fault = self.fault
@@ -430,30 +443,32 @@ class Handler(BaseHTTPRequestHandler):
     def handle_api(self, method: str, path: str, query: str, body: str) -> None:
         if self.server.latency_ms:
             time.sleep(self.server.latency_ms / 1000)
-        fault = self.header_fault() or self.server.take_fault(method)
-        mode, delay_ms = fault or ("", 0)
-        if mode == "down":
+        mode, delay_ms = self.header_fault() or self.server.take_fault(method) or (None, 0)
+        if mode == FaultMode.DOWN:
             raise ApiError(503, "The provider is unavailable (sandbox fault: down).", type="api_error")
-        if mode == "drop":
+        if mode == FaultMode.DROP:
             self.close_connection = True  # no answer at all; the client sees the connection close
             return
-        if mode == "500-before-commit":
+        if mode == FaultMode.FAIL_BEFORE_COMMIT:
             raise ApiError(500, "An error occurred with our connection to Stripe (sandbox fault).", type="api_error")
-        status, answer, headers = self.api(method, path, query, body, work_ms=delay_ms if mode == "slow" else 0)
-        if mode == "commit-then-500":
+        work_ms = delay_ms if mode == FaultMode.SLOW else 0
+        status, answer, headers = self.api(method, path, query, body, work_ms=work_ms)
+        if mode == FaultMode.COMMIT_THEN_500:
             raise ApiError(500, "An error occurred after the request was executed (sandbox fault).", type="api_error")
-        if mode == "commit-then-timeout":
+        if mode == FaultMode.COMMIT_THEN_TIMEOUT:
             time.sleep(delay_ms / 1000)
             self.close_connection = True
             return
         self.send_json(status, answer, headers)
 
-    def header_fault(self) -> tuple[str, int] | None:
-        mode = self.headers.get("Sandbox-Fault")
-        if not mode:
+    def header_fault(self) -> tuple[FaultMode, int] | None:
+        """The fault the request's ``Sandbox-Fault`` (and ``Sandbox-Fault-Delay-Ms``) header asks for."""
+        name = self.headers.get("Sandbox-Fault")
+        if not name:
             return None
-        if mode not in FAULT_MODES:
-            raise ApiError(400, f"Unknown Sandbox-Fault {mode!r}; one of {', '.join(FAULT_MODES)}.")
+        if name not in set(FaultMode):
+            raise ApiError(400, f"Unknown Sandbox-Fault {name!r}; one of {FAULT_MODES}.")
+        mode = FaultMode(name)
         delay = self.headers.get("Sandbox-Fault-Delay-Ms")
         if delay is not None and not delay.isdigit():
             raise ApiError(400, f"Sandbox-Fault-Delay-Ms must be a whole number of milliseconds, not {delay!r}.")
@@ -520,11 +535,12 @@ class Handler(BaseHTTPRequestHandler):
 
 def parse_fault(payload: dict[str, Any]) -> Fault | None:
     """The fault ``POST /_sandbox/faults`` arms; None for ``{"mode": null}`` or ``"none"``."""
-    mode = payload.get("mode")
-    if mode in (None, "none"):
+    name = payload.get("mode")
+    if name in (None, "none"):
         return None
-    if mode not in FAULT_MODES:
-        raise ApiError(400, f"Unknown fault mode {mode!r}; one of {', '.join(FAULT_MODES)} (or none).")
+    if name not in set(FaultMode):
+        raise ApiError(400, f"Unknown fault mode {name!r}; one of {FAULT_MODES} (or none).")
+    mode = FaultMode(name)
     count = payload.get("count")
     if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
         raise ApiError(400, "count must be a whole number >= 1, or null (until cleared).")
