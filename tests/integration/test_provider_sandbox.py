@@ -322,6 +322,16 @@ def test_slow_answers_take_their_delay(sandbox: RunningSandbox) -> None:
     assert time.monotonic() - started >= 0.5
 
 
+def test_the_latency_option_delays_every_api_request(tmp_path: Path) -> None:
+    with running_sandbox(state_path=tmp_path / "provider.sqlite3", latency_ms=400) as slow:
+        stripe_client = client(slow)
+        for call in (lambda: create(stripe_client, "k"), stripe_client.v1.transfers.list):
+            started = time.monotonic()
+            call()
+            assert time.monotonic() - started >= 0.4
+        assert slow.state()["latency_ms"] == 400
+
+
 def test_down_refuses_every_request_until_cleared(sandbox: RunningSandbox) -> None:
     stripe_client = client(sandbox)
     sandbox.arm_fault("down")
