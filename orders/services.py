@@ -44,6 +44,7 @@ from orders.errors import LedgerError, OrderError, OrderNotFoundError, OrderTran
 from orders.models import (
     CANCEL_STALE_ORDER_JOB,
     ORDER_SUBJECT_PREFIX,
+    ORDER_TOTAL_MAX,
     STALE_CANCEL_REASON,
     CommissionRateChange,
     Order,
@@ -91,7 +92,9 @@ def restaurant_create(*, name: str, timezone: str, commission_rate: Decimal, onb
 
 def order_place(*, restaurant: Restaurant, customer_ref: str, total: Decimal, now: datetime) -> Order:
     """Place an order at ``now``. Amounts are stored as given: a total with fractions of a
-    cent is refused rather than rounded, so the amount charged is the amount stored."""
+    cent is refused rather than rounded, so the amount charged is the amount stored. A
+    total above ORDER_TOTAL_MAX is refused (ValidationError on ``total``): the ledger's
+    columns hold any week of orders up to it."""
     require_aware(now, "now")
     errors = _order_errors(customer_ref=customer_ref, total=total)
     if errors:
@@ -378,8 +381,10 @@ def _order_errors(*, customer_ref: str, total: Decimal) -> dict[str, str]:
         errors["total"] = f"total {total} must be more than 0"
     elif _decimal_places(total) > 2:
         errors["total"] = f"total {total} has fractions of a cent; pass it rounded to 2 decimal places"
-    elif total >= Decimal("1e10"):
-        errors["total"] = f"total {total} is too large (at most 9999999999.99)"
+    elif total > ORDER_TOTAL_MAX:
+        # The payout columns are sized from this limit (orders/models.py): above it, a
+        # week of orders could overflow the ledger.
+        errors["total"] = f"total {total} is too large: an order is at most {ORDER_TOTAL_MAX:,}"
     return errors
 
 
