@@ -32,6 +32,19 @@ class OrderTransitionError(OrderError):
         super().__init__(f"order {order_id} is {current}; only a {sources} order can be {action}")
 
 
+class OrderDeadlineError(OrderError):
+    """A move allowed only before the order's acceptance deadline, asked after it (by the
+    database's clock); nothing was written. The stale-order cancellation cancels it."""
+
+    def __init__(self, *, order_id: int, action: str) -> None:
+        self.order_id = order_id
+        self.action = action
+        super().__init__(
+            f"order {order_id} is past its acceptance deadline and can no longer be {action}; "
+            "it is cancelled as not accepted in time"
+        )
+
+
 class RestaurantNotFoundError(OrderError, LookupError):
     def __init__(self, restaurant_id: int) -> None:
         self.restaurant_id = restaurant_id
