@@ -111,7 +111,7 @@ def payouts_pay_due(
         jit_off()
         ids = payout_restaurant_ids(restaurant_ids=restaurant_ids)
     batches = payout_batches(ids=ids, restricted=restaurant_ids is not None, size=size)
-    written, unpaid = 0, []
+    written, unpaid = 0, list[UnpaidRestaurant]()
     for number, batch in enumerate(batches, start=1):
         listed = ids[(number - 1) * size : number * size]
         count, refused = _pay_batch(
@@ -143,7 +143,6 @@ def _pay_batch(
        everyone else's. Other errors (a lost connection, a timeout) fail the batch.
     """
     with transaction.atomic():
-        jit_off()  # index lookups per restaurant, like the probe above
         fence_check(PAYOUT_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
         write = functools.partial(_pay_restaurants, as_of=as_of, fence=fence, job_run_id=job_run_id, now=now)
         try:
@@ -151,7 +150,7 @@ def _pay_batch(
                 return len(write(batch=batch, listed=listed)), []
         except (DataError, IntegrityError):
             pass  # one of the batch's restaurants cannot be paid: find it and pay the rest
-        written, unpaid = 0, []
+        written, unpaid = 0, list[UnpaidRestaurant]()
         for restaurant_id in listed:
             try:
                 with transaction.atomic():
@@ -175,6 +174,7 @@ def _pay_restaurants(
     """Pay the batch from the recent weeks, then ``listed`` restaurants (its open ledgers)
     that got nothing from the weeks reaching back to their ledgers' ends: the ones behind,
     and the few with nothing due (who cost a probe each). Returns whom each payout pays."""
+    jit_off()  # index lookups per restaurant, like the probe above; undone with a savepoint
     weeks = payout_weeks_recent(batch=batch, as_of=as_of)
     paid = sql.payouts_insert_due(batch=batch, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
     unpaid = sorted(set(listed).difference(paid))

@@ -27,7 +27,7 @@ def database_clock_at(at: datetime) -> Iterator[None]:
     the database's own reading, so a frozen ``time_machine`` clock does not shift it."""
     with connection.cursor() as cursor:
         cursor.execute(_EPOCH[connection.vendor])
-        (anchor,) = cursor.fetchone()  # type: ignore[misc]
+        (anchor,) = cursor.fetchone()
     saved = {name: os.environ.get(name) for name in _VARIABLES}
     os.environ.update(
         TIFFIN_CLOCK_START=at.isoformat(),

@@ -72,6 +72,10 @@ class AddCheckConstraintNotValidOnPostgres(migrations.AddConstraint):
     ledger was computed from, and checking them would scan the table under a lock).
     Elsewhere (SQLite, a development database) it is a plain AddConstraint."""
 
+    # Set by AddConstraint.__init__; django-stubs does not declare them.
+    model_name: str
+    constraint: Any
+
     def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
         model = to_state.apps.get_model(app_label, self.model_name)
         if not self.allow_migrate_model(schema_editor.connection.alias, model):
