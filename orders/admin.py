@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from orders.errors import OrderError
 from orders.models import CommissionRateChange, Order, Restaurant
@@ -146,9 +147,33 @@ class RestaurantAdmin(_RestaurantAdmin):
         # New rate changes go through the service (created_at, the same refusals), not
         # the inline's own save; save(commit=False) still records them for the history.
         for new in formset.save(commit=False):
-            restaurant_rate_change(
-                restaurant_id=form.instance.pk, rate=new.rate, effective_from=new.effective_from, now=clock.now()
-            )
+            try:
+                restaurant_rate_change(
+                    restaurant_id=form.instance.pk, rate=new.rate, effective_from=new.effective_from, now=clock.now()
+                )
+            except ValidationError as error:
+                raise _RateChangeRefusedError("; ".join(error.messages)) from error
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        # The form checked the service's rules a moment before the save, but the clock
+        # moved since: a change "from now" may have become one in the past. The refusal
+        # leaves the admin's transaction, which rolls back the whole save, and the page
+        # says why: nothing is half saved and nothing answers 500.
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except _RateChangeRefusedError as refused:
+            self.message_user(request, f"Nothing was saved: {refused}.", messages.ERROR)
+            return HttpResponseRedirect(request.path)
+
+
+class _RateChangeRefusedError(Exception):
+    """The rate-change service refused at save time what the form accepted at clean time."""
 
 
 @admin.register(Order)

@@ -32,6 +32,20 @@ class OrderTransitionError(OrderError):
         super().__init__(f"order {order_id} is {current}; only a {sources} order can be {action}")
 
 
+class OrderDeadlineError(OrderTransitionError):
+    """A move allowed only before the order's acceptance deadline, asked after it (by the
+    database's clock); nothing was written. The stale-order cancellation cancels it. An
+    OrderTransitionError, so a caller that handles a lost race handles this the same way:
+    the order is, in effect, no longer placed."""
+
+    def __init__(self, *, order_id: int, action: str) -> None:
+        super().__init__(order_id=order_id, current="placed", action=action, allowed_from=("placed",))
+        self.args = (
+            f"order {order_id} is past its acceptance deadline and can no longer be {action}; "
+            "it is cancelled as not accepted in time",
+        )
+
+
 class RestaurantNotFoundError(OrderError, LookupError):
     def __init__(self, restaurant_id: int) -> None:
         self.restaurant_id = restaurant_id

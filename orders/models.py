@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -14,6 +15,12 @@ CANCEL_STALE_ORDERS_JOB = "cancel-stale-orders"
 ORDER_SUBJECT_PREFIX = "order:"
 # What an order the stale-order cancellation cancelled records as its reason.
 STALE_CANCEL_REASON = "not accepted in time"
+# The largest order total taken (a catering order, not a typo's extra zeros). The payout
+# columns are sized from it: a payout counts at most 2,147,483,647 orders (its
+# ``order_count`` is an integer column), so its gross is at most that many times this,
+# 214,748,364,700,000.00, which ``Payout.gross`` (numeric(17, 2)) holds. The ledger's money
+# columns therefore cannot overflow on orders taken under this limit (docs/ledger.md).
+ORDER_TOTAL_MAX = Decimal("100000.00")
 
 
 class Restaurant(models.Model):
@@ -88,7 +95,11 @@ class Order(models.Model):
     restaurant = models.ForeignKey(Restaurant, on_delete=models.PROTECT, related_name="orders")
     customer_ref = models.CharField(max_length=64)
     status = models.CharField(max_length=16, choices=OrderStatus.choices, default=OrderStatus.PLACED)
-    total = models.DecimalField(max_digits=12, decimal_places=2)
+    total = models.DecimalField(
+        max_digits=12,
+        decimal_places=2,
+        validators=[MinValueValidator(Decimal("0.01")), MaxValueValidator(ORDER_TOTAL_MAX)],
+    )
     placed_at = models.DateTimeField()
     accepted_at = models.DateTimeField(null=True, blank=True)
     rejected_at = models.DateTimeField(null=True, blank=True)
@@ -100,6 +111,9 @@ class Order(models.Model):
         ordering = ["-placed_at", "-id"]
         constraints = [
             models.CheckConstraint(condition=Q(total__gt=Decimal("0")), name="order_total_positive"),
+            # Added NOT VALID on PostgreSQL (orders/migrations/0005): orders taken before the
+            # limit existed stay as they were; every new or changed row is checked.
+            models.CheckConstraint(condition=Q(total__lte=ORDER_TOTAL_MAX), name="order_total_at_most_max"),
             models.CheckConstraint(
                 condition=~Q(status=OrderStatus.DELIVERED) | Q(delivered_at__isnull=False),
                 name="order_delivered_has_delivered_at",

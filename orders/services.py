@@ -36,14 +36,22 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, OuterRef
 
 from orders import sql
-from orders.errors import LedgerError, OrderError, OrderNotFoundError, OrderTransitionError, RestaurantNotFoundError
+from orders.errors import (
+    LedgerError,
+    OrderDeadlineError,
+    OrderError,
+    OrderNotFoundError,
+    OrderTransitionError,
+    RestaurantNotFoundError,
+)
 from orders.models import (
     CANCEL_STALE_ORDER_JOB,
     ORDER_SUBJECT_PREFIX,
+    ORDER_TOTAL_MAX,
     STALE_CANCEL_REASON,
     CommissionRateChange,
     Order,
@@ -70,9 +78,11 @@ class _Transition:
     sources: tuple[OrderStatus, ...]
     target: OrderStatus
     stamp: str  # the timestamp field set to ``now``
+    # Only before the order's acceptance deadline, judged by the database's clock.
+    before_deadline: bool = False
 
 
-_ACCEPT = _Transition("accepted", (OrderStatus.PLACED,), OrderStatus.ACCEPTED, "accepted_at")
+_ACCEPT = _Transition("accepted", (OrderStatus.PLACED,), OrderStatus.ACCEPTED, "accepted_at", before_deadline=True)
 _REJECT = _Transition("rejected", (OrderStatus.PLACED,), OrderStatus.REJECTED, "rejected_at")
 _DELIVER = _Transition("delivered", (OrderStatus.ACCEPTED,), OrderStatus.DELIVERED, "delivered_at")
 _CANCEL = _Transition("cancelled", (OrderStatus.PLACED,), OrderStatus.CANCELLED, "cancelled_at")
@@ -91,7 +101,9 @@ def restaurant_create(*, name: str, timezone: str, commission_rate: Decimal, onb
 
 def order_place(*, restaurant: Restaurant, customer_ref: str, total: Decimal, now: datetime) -> Order:
     """Place an order at ``now``. Amounts are stored as given: a total with fractions of a
-    cent is refused rather than rounded, so the amount charged is the amount stored."""
+    cent is refused rather than rounded, so the amount charged is the amount stored. A
+    total above ORDER_TOTAL_MAX is refused (ValidationError on ``total``): the ledger's
+    columns hold any week of orders up to it."""
     require_aware(now, "now")
     errors = _order_errors(customer_ref=customer_ref, total=total)
     if errors:
@@ -138,6 +150,13 @@ def order_id_from_subject(subject: str) -> int:
 
 
 def order_accept(*, order_id: int, now: datetime) -> Order:
+    """Accept a placed order before its deadline (``order_accept_deadline``).
+
+    "Before its deadline" is judged by the database's clock in the UPDATE itself, as the
+    stale-order cancellation judges "past it" (``orders_cancel_unaccepted``), so the two
+    never disagree whichever server's clock runs fast or slow: an order is either still
+    acceptable or cancellable, never both. Past it: OrderDeadlineError, nothing written.
+    """
     return _transition(_ACCEPT, order_id=order_id, now=now)
 
 
@@ -151,16 +170,38 @@ def order_deliver(*, order_id: int, now: datetime) -> Order:
     Refused (LedgerError) when ``now`` falls inside a period the restaurant was already
     paid for: the payout is written and immutable, so the order would never be paid (on
     PostgreSQL the orders_order_payout_guard triggers refuse it too, race-free against a
-    payout being written). Refused too once the restaurant is deactivated: its ledger
-    closes with the week of its deactivation.
+    payout being written; their refusal is raised as the same LedgerError). Refused too
+    once the restaurant is deactivated: its ledger closes with the week of its deactivation.
     """
     require_aware(now, "now")
-    with transaction.atomic():
-        order = Order.objects.select_related("restaurant").filter(pk=order_id).first()
-        if order is None:
-            raise OrderNotFoundError(order_id)
-        _refuse_unpayable_delivery(order, now=now)
-        return _transition(_DELIVER, order_id=order_id, now=now)
+    try:
+        with transaction.atomic():
+            order = Order.objects.select_related("restaurant").filter(pk=order_id).first()
+            if order is None:
+                raise OrderNotFoundError(order_id)
+            _refuse_unpayable_delivery(order, now=now)
+            return _transition(_DELIVER, order_id=order_id, now=now)
+    except IntegrityError as error:
+        # A payout of the period committed between the check above and the UPDATE: the
+        # trigger, waiting for the payout's lock on the restaurant, then saw it and refused.
+        refusal = _ledger_guard_refusal(error)
+        if refusal is None:
+            raise
+        raise LedgerError(f"{refusal}, so it would never be paid") from error
+
+
+# The SQLSTATE the ledger's triggers raise (payouts/migrations/0004_ledger_guards.py).
+_RESTRICT_VIOLATION = "23001"
+
+
+def _ledger_guard_refusal(error: IntegrityError) -> str | None:
+    """The message of a ledger trigger's refusal ("order 7 cannot be delivered at ...:
+    restaurant 3 is paid through ..."), or None for any other integrity error."""
+    cause = error.__cause__
+    if getattr(cause, "sqlstate", None) != _RESTRICT_VIOLATION:
+        return None
+    diag = getattr(cause, "diag", None)
+    return str(getattr(diag, "message_primary", None) or str(error).splitlines()[0])
 
 
 def _refuse_unpayable_delivery(order: Order, *, now: datetime) -> None:
@@ -323,12 +364,11 @@ def _overdue_order_ids(*, limit: int) -> list[int]:
 
 def _transition(transition: _Transition, *, order_id: int, now: datetime, **extra: Any) -> Order:
     require_aware(now, "now")
+    rows = Order.objects.filter(pk=order_id, status__in=transition.sources)
+    if transition.before_deadline:
+        rows = rows.filter(placed_at__gt=clock.DatabaseNow(minus_seconds=settings.ORDER_ACCEPT_TIMEOUT_SECONDS))
     with transaction.atomic():
-        changed = (
-            Order.objects.filter(pk=order_id, status__in=transition.sources)
-            .order_by()
-            .update(status=transition.target, **{transition.stamp: now}, **extra)
-        )
+        changed = rows.order_by().update(status=transition.target, **{transition.stamp: now}, **extra)
         if changed != 1:
             raise _refusal(transition, order_id=order_id)
         # Read back inside the transaction: our row lock keeps anyone else from moving it.
@@ -340,6 +380,9 @@ def _refusal(transition: _Transition, *, order_id: int) -> OrderError:
     current = order_status_get(order_id=order_id)
     if current is None:
         return OrderNotFoundError(order_id)
+    if transition.before_deadline and current in transition.sources:
+        # Its status allows the move, so the UPDATE left it for its deadline.
+        return OrderDeadlineError(order_id=order_id, action=transition.action)
     allowed = [status.value for status in transition.sources]
     return OrderTransitionError(order_id=order_id, current=current, action=transition.action, allowed_from=allowed)
 
@@ -378,8 +421,10 @@ def _order_errors(*, customer_ref: str, total: Decimal) -> dict[str, str]:
         errors["total"] = f"total {total} must be more than 0"
     elif _decimal_places(total) > 2:
         errors["total"] = f"total {total} has fractions of a cent; pass it rounded to 2 decimal places"
-    elif total >= Decimal("1e10"):
-        errors["total"] = f"total {total} is too large (at most 9999999999.99)"
+    elif total > ORDER_TOTAL_MAX:
+        # The payout columns are sized from this limit (orders/models.py): above it, a
+        # week of orders could overflow the ledger.
+        errors["total"] = f"total {total} is too large: an order is at most {ORDER_TOTAL_MAX:,}"
     return errors
 
 

@@ -8,13 +8,16 @@ on-time run would have), and a tick that comes while a run is still going waits 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from datetime import datetime
+from typing import Any, NoReturn
 
 from django.conf import settings
 
+from payouts.errors import RestaurantsUnpaidError
 from payouts.models import PAYOUT_JOB
 from payouts.selectors import ledger_problems, payout_paid_as_of, payout_totals, payouts_of_run
-from payouts.services import BatchProgress, payout_subject_parse, payouts_pay_due
+from payouts.services import BatchProgress, PayoutPassResult, payout_subject_parse, payouts_pay_due
+from scheduling.alerts import problems_deliver
 from scheduling.context import RunContext
 from scheduling.models import Misfire, Overlap, ProblemKind
 from scheduling.monitoring import CheckWindow, Problem, invariant
@@ -42,6 +45,8 @@ def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
 
     The rows' ``created_at`` is the clock time read here, at the edge, once: when the
     run wrote them. The business time is ``scheduled_for``, which decides what is paid.
+    A restaurant the database refuses to pay is isolated and the others are paid; the
+    run then ends failed, naming it (``_unpaid_fail``).
     """
     now = clock.now()
 
@@ -65,6 +70,8 @@ def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
         on_batch=on_batch,
         batch_size=settings.PAYOUT_BATCH_SIZE,
     )
+    if result.unpaid:
+        _unpaid_fail(ctx, result=result, now=now)
     totals = payout_totals(payouts=payouts_of_run(run_id=ctx.run_id))
     return {
         "as_of": ctx.scheduled_for.isoformat(),
@@ -75,6 +82,31 @@ def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
         "commission": str(totals.commission),
         "net": str(totals.net),
     }
+
+
+def _unpaid_fail(ctx: RunContext, *, result: PayoutPassResult, now: datetime) -> NoReturn:
+    """End the run failed after paying the others: its status says the job is not done
+    and its error names whom and why; the engine retries it (a restaurant whose data was
+    fixed is paid then; the others, paid already, are not paid again) and the missed-run
+    check alerts it as retrying, then dead. The people are told now, on the first attempt
+    only (the retries would repeat it): one problem per restaurant, by every channel."""
+    unpaid = [(restaurant.restaurant_id, restaurant.reason) for restaurant in result.unpaid]
+    if ctx.attempt <= 1:
+        problems_deliver(
+            problems=[
+                Problem(
+                    ProblemKind.INVARIANT,
+                    PAYOUT_JOB,
+                    ctx.scheduled_for,
+                    f"restaurant:{restaurant_id}",
+                    ctx.run_id,
+                    f"payout ledger: restaurant {restaurant_id} could not be paid: {reason}",
+                )
+                for restaurant_id, reason in unpaid
+            ],
+            now=now,
+        )
+    raise RestaurantsUnpaidError(as_of=ctx.scheduled_for.isoformat(), unpaid=unpaid, written=result.written)
 
 
 @invariant

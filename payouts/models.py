@@ -29,9 +29,11 @@ class Payout(models.Model):
     period_start = models.DateTimeField()
     period_end = models.DateTimeField()
     week_start_local = models.DateField(help_text="The local Monday the business week starts on.")
-    gross = models.DecimalField(max_digits=14, decimal_places=2)
-    commission = models.DecimalField(max_digits=14, decimal_places=2)
-    net = models.DecimalField(max_digits=14, decimal_places=2)
+    # Wide enough for any week of orders under ORDER_TOTAL_MAX (orders/models.py says why);
+    # PostgreSQL stores a numeric by its value's digits, so the width costs nothing.
+    gross = models.DecimalField(max_digits=17, decimal_places=2)
+    commission = models.DecimalField(max_digits=17, decimal_places=2)
+    net = models.DecimalField(max_digits=17, decimal_places=2)
     order_count = models.PositiveIntegerField()
     job_run = models.ForeignKey(
         "scheduling.JobRun", on_delete=models.PROTECT, null=True, blank=True, related_name="payouts"

@@ -14,6 +14,9 @@
    payout's end. A restaurant whose ledger ends before those weeks (a long outage, a
    first catch-up) is not paid by it; the batch's restaurants the INSERT did not pay are
    then paid from the weeks that reach back to their ledgers' ends, a second INSERT.
+   If the database refuses a batch's payouts for its data (a week too large for the
+   ledger's columns, say), the batch is paid restaurant by restaurant, each in a
+   savepoint, and those refused again are left unpaid and reported; the rest are paid.
 3. After each batch, tell the caller (the job heartbeats and reports progress).
 
 A second payout for the same hours is impossible even without the fence: each payout
@@ -26,13 +29,14 @@ PostgreSQL, a trigger), so every delivered order is paid exactly once.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DataError, IntegrityError, connection, transaction
 
 from orders.models import CommissionRateChange, Restaurant
 from payouts import sql
@@ -64,10 +68,20 @@ class BatchProgress:
 
 
 @dataclass(frozen=True)
+class UnpaidRestaurant:
+    """A restaurant a pass could not pay: the database refused its payouts, and why."""
+
+    restaurant_id: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class PayoutPassResult:
     restaurants: int
     batches: int
     written: int
+    # The restaurants whose due weeks could not be written; every other one was paid.
+    unpaid: tuple[UnpaidRestaurant, ...] = ()
 
 
 def payouts_pay_due(
@@ -85,7 +99,9 @@ def payouts_pay_due(
     ``now`` is the clock time the caller read at the edge: it becomes ``created_at`` of
     the rows (when they were written) and the fence row's ``updated_at``. ``restaurant_ids``
     restricts the pass (None means every active restaurant); ``batch_size`` is
-    restaurants per transaction (None: the PAYOUT_BATCH_SIZE setting).
+    restaurants per transaction (None: the PAYOUT_BATCH_SIZE setting). A restaurant whose
+    payouts the database refuses is left unpaid and listed in the result's ``unpaid``;
+    the others are paid (``_pay_batch``).
     """
     size = batch_size or settings.PAYOUT_BATCH_SIZE
     partitions_ensure(now=now)
@@ -95,13 +111,16 @@ def payouts_pay_due(
         jit_off()
         ids = payout_restaurant_ids(restaurant_ids=restaurant_ids)
     batches = payout_batches(ids=ids, restricted=restaurant_ids is not None, size=size)
-    written = 0
+    written, unpaid = 0, list[UnpaidRestaurant]()
     for number, batch in enumerate(batches, start=1):
         listed = ids[(number - 1) * size : number * size]
-        written += _pay_batch(batch=batch, listed=listed, as_of=as_of, fence=fence, job_run_id=job_run_id, now=now)
+        count, refused = _pay_batch(
+            batch=batch, listed=listed, as_of=as_of, fence=fence, job_run_id=job_run_id, now=now
+        )
+        written, unpaid = written + count, unpaid + refused
         if on_batch is not None:
             on_batch(BatchProgress(number, len(batches), min(number * size, len(ids)), len(ids), written))
-    return PayoutPassResult(restaurants=len(ids), batches=len(batches), written=written)
+    return PayoutPassResult(restaurants=len(ids), batches=len(batches), written=written, unpaid=tuple(unpaid))
 
 
 def _pay_batch(
@@ -112,21 +131,64 @@ def _pay_batch(
     fence: int,
     job_run_id: int | None,
     now: datetime,
-) -> int:
+) -> tuple[int, list[UnpaidRestaurant]]:
+    """Pay the batch in one transaction; return how many payouts it wrote and the
+    restaurants it could not pay.
+
+    1. Pass the fence, then pay the whole batch (``_pay_restaurants``) inside a savepoint.
+    2. If the database refuses that for the data (a value out of range, a constraint), the
+       savepoint is rolled back and each of ``listed`` is paid alone, each in a savepoint
+       of its own: the ones it refuses again are left unpaid and returned with the reason,
+       the others are paid. One restaurant's week that cannot be written so never stops
+       everyone else's. Other errors (a lost connection, a timeout) fail the batch.
+    """
+    with transaction.atomic():
+        fence_check(PAYOUT_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
+        write = functools.partial(_pay_restaurants, as_of=as_of, fence=fence, job_run_id=job_run_id, now=now)
+        try:
+            with transaction.atomic():
+                return len(write(batch=batch, listed=listed)), []
+        except (DataError, IntegrityError):
+            pass  # one of the batch's restaurants cannot be paid: find it and pay the rest
+        written, unpaid = 0, list[UnpaidRestaurant]()
+        for restaurant_id in listed:
+            try:
+                with transaction.atomic():
+                    written += len(
+                        write(batch=sql.RestaurantBatch(restaurant_id, restaurant_id), listed=[restaurant_id])
+                    )
+            except (DataError, IntegrityError) as error:
+                unpaid.append(UnpaidRestaurant(restaurant_id=restaurant_id, reason=_first_line(error)))
+        return written, unpaid
+
+
+def _pay_restaurants(
+    *,
+    batch: sql.RestaurantBatch,
+    listed: Sequence[int],
+    as_of: datetime,
+    fence: int,
+    job_run_id: int | None,
+    now: datetime,
+) -> list[int]:
     """Pay the batch from the recent weeks, then ``listed`` restaurants (its open ledgers)
     that got nothing from the weeks reaching back to their ledgers' ends: the ones behind,
-    and the few with nothing due (who cost a probe each)."""
-    with transaction.atomic():
-        jit_off()  # index lookups per restaurant, like the probe above
-        fence_check(PAYOUT_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
-        weeks = payout_weeks_recent(batch=batch, as_of=as_of)
-        paid = sql.payouts_insert_due(batch=batch, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
-        unpaid = sorted(set(listed).difference(paid))
-        if unpaid:
-            rest = sql.RestaurantBatch(unpaid[0], unpaid[-1], tuple(unpaid))
-            weeks = payout_weeks_due(batch=rest, as_of=as_of)
-            paid += sql.payouts_insert_due(batch=rest, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
-        return len(paid)
+    and the few with nothing due (who cost a probe each). Returns whom each payout pays."""
+    jit_off()  # index lookups per restaurant, like the probe above; undone with a savepoint
+    weeks = payout_weeks_recent(batch=batch, as_of=as_of)
+    paid = sql.payouts_insert_due(batch=batch, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
+    unpaid = sorted(set(listed).difference(paid))
+    if unpaid:
+        rest = sql.RestaurantBatch(unpaid[0], unpaid[-1], tuple(unpaid))
+        weeks = payout_weeks_due(batch=rest, as_of=as_of)
+        paid += sql.payouts_insert_due(batch=rest, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
+    return paid
+
+
+def _first_line(error: Exception) -> str:
+    """The database's own message, without the statement it quotes."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else 'no message'}"[:500]
 
 
 def ledger_wipe() -> None:

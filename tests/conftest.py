@@ -72,6 +72,7 @@ def order_factory(restaurant_factory: Any) -> Any:
 
     from orders import services
     from orders.models import OrderStatus
+    from tests.database_clock import database_clock_at
 
     steps: dict[OrderStatus, list[Any]] = {
         OrderStatus.PLACED: [],
@@ -92,7 +93,9 @@ def order_factory(restaurant_factory: Any) -> Any:
             restaurant=restaurant or restaurant_factory(), customer_ref="cust-00001", total=total, now=placed_at
         )
         for minutes, step in enumerate(steps[OrderStatus(status)], start=1):
-            order = step(order_id=order.pk, now=placed_at + timedelta(minutes=minutes))
+            at = placed_at + timedelta(minutes=minutes)
+            with database_clock_at(at):  # order_accept's deadline is the database's clock's
+                order = step(order_id=order.pk, now=at)
         return order
 
     return make

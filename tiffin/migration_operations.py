@@ -64,3 +64,23 @@ class RemoveIndexConcurrentlyOnPostgres(migrations.RemoveIndex):
         if self.allow_migrate_model(schema_editor.connection.alias, model):
             index = to_state.models[app_label, self.model_name_lower].get_index_by_name(self.name)
             schema_editor.add_index(model, index, **_concurrently(schema_editor))
+
+
+class AddCheckConstraintNotValidOnPostgres(migrations.AddConstraint):
+    """AddConstraint of a CheckConstraint, added ``NOT VALID`` on PostgreSQL: every row
+    written from now on is checked, the rows already there are not (they are history the
+    ledger was computed from, and checking them would scan the table under a lock).
+    Elsewhere (SQLite, a development database) it is a plain AddConstraint."""
+
+    # Set by AddConstraint.__init__; django-stubs does not declare them.
+    model_name: str
+    constraint: Any
+
+    def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        model = to_state.apps.get_model(app_label, self.model_name)
+        if not self.allow_migrate_model(schema_editor.connection.alias, model):
+            return
+        if schema_editor.connection.vendor != "postgresql":
+            schema_editor.add_constraint(model, self.constraint)
+            return
+        schema_editor.execute(f"{self.constraint.create_sql(model, schema_editor)} NOT VALID")

@@ -3,6 +3,7 @@ order actions go through the services (so they refuse what the services refuse).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from io import StringIO
 from typing import Any
 
@@ -103,8 +104,9 @@ def run_action(client: Any, action: str, orders: list[Order]) -> list[str]:
 
 
 @pytest.mark.django_db
-def test_the_accept_action_accepts_placed_orders_and_reports_the_refusals(admin_client, order_factory):
+def test_the_accept_action_accepts_placed_orders_and_reports_the_refusals(admin_client, order_factory, clocks):
     placed, delivered = order_factory(), order_factory(OrderStatus.DELIVERED)
+    clocks(placed.placed_at + timedelta(minutes=1))  # the admin's clock and the database's: in time
     messages = run_action(admin_client, "accept_orders", [placed, delivered])
     assert Order.objects.get(pk=placed.pk).status == OrderStatus.ACCEPTED
     assert Order.objects.get(pk=delivered.pk).status == OrderStatus.DELIVERED

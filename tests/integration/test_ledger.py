@@ -42,6 +42,7 @@ from payouts.models import Payout
 from payouts.selectors import ledger_problems, payout_orders_waiting
 from payouts.services import payouts_pay_due
 from payouts.weeks import local_midnight
+from tests.database_clock import database_clock_at
 from tests.engine import pay
 from tests.locks import wait_until_blocked
 from tiffin.tz import TZDATA_VERSION
@@ -51,12 +52,18 @@ TICK = {day: datetime(2026, 11, day, 20, 30, tzinfo=UTC) for day in (8, 15, 22, 
 TICK_DEC_6 = datetime(2026, 12, 6, 20, 30, tzinfo=UTC)
 
 
+def accept(*, order_id: int, now: datetime) -> Order:
+    """``order_accept`` at ``now`` by every clock, the database's included (its deadline's)."""
+    with database_clock_at(now):
+        return order_accept(order_id=order_id, now=now)
+
+
 def deliver(restaurant: Restaurant, at: datetime, total: str = "10.00") -> Order:
     """An order placed at ``at`` minus 2 minutes and delivered at exactly ``at``."""
     order = order_place(
         restaurant=restaurant, customer_ref="cust-1", total=Decimal(total), now=at - timedelta(minutes=2)
     )
-    order_accept(order_id=order.pk, now=at - timedelta(minutes=1))
+    accept(order_id=order.pk, now=at - timedelta(minutes=1))
     return order_deliver(order_id=order.pk, now=at)
 
 
@@ -257,7 +264,7 @@ def test_an_inactive_restaurant_cannot_deliver(restaurant):
     order = order_place(
         restaurant=restaurant, customer_ref="c", total=Decimal("5.00"), now=datetime(2026, 11, 9, tzinfo=UTC)
     )
-    order_accept(order_id=order.pk, now=datetime(2026, 11, 9, 0, 1, tzinfo=UTC))
+    accept(order_id=order.pk, now=datetime(2026, 11, 9, 0, 1, tzinfo=UTC))
     restaurant_deactivate(restaurant_id=restaurant.pk, now=datetime(2026, 11, 9, 0, 2, tzinfo=UTC))
     with pytest.raises(LedgerError, match="deactivated"):
         order_deliver(order_id=order.pk, now=datetime(2026, 11, 9, 0, 3, tzinfo=UTC))
@@ -280,7 +287,7 @@ def test_a_delivery_inside_a_paid_week_is_refused_and_a_later_one_waits_for_its_
     order = order_place(
         restaurant=london, customer_ref="c", total=Decimal("7.00"), now=datetime(2026, 11, 5, tzinfo=UTC)
     )
-    order_accept(order_id=order.pk, now=datetime(2026, 11, 5, 0, 1, tzinfo=UTC))
+    accept(order_id=order.pk, now=datetime(2026, 11, 5, 0, 1, tzinfo=UTC))
     with pytest.raises(LedgerError, match="already paid through 2026-11-09 00:00 UTC"):
         order_deliver(order_id=order.pk, now=datetime(2026, 11, 6, tzinfo=UTC))
     assert Order.objects.get(pk=order.pk).status == OrderStatus.ACCEPTED
@@ -317,7 +324,7 @@ def test_a_raw_sql_delivery_inside_a_paid_week_is_refused_by_the_database(paid_l
     order = order_place(
         restaurant=london, customer_ref="c", total=Decimal("7.00"), now=datetime(2026, 11, 5, tzinfo=UTC)
     )
-    order_accept(order_id=order.pk, now=datetime(2026, 11, 5, 0, 1, tzinfo=UTC))
+    accept(order_id=order.pk, now=datetime(2026, 11, 5, 0, 1, tzinfo=UTC))
     with pytest.raises(IntegrityError, match="is paid through"), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             "UPDATE orders_order SET status = 'delivered', delivered_at = %s WHERE id = %s",
@@ -589,7 +596,7 @@ def _accepted_order(restaurant: Restaurant) -> Order:
     order = order_place(
         restaurant=restaurant, customer_ref="c", total=Decimal("9.00"), now=datetime(2026, 11, 3, tzinfo=UTC)
     )
-    return order_accept(order_id=order.pk, now=datetime(2026, 11, 3, 0, 1, tzinfo=UTC))
+    return accept(order_id=order.pk, now=datetime(2026, 11, 3, 0, 1, tzinfo=UTC))
 
 
 _DELIVER_IN_WEEK = "UPDATE orders_order SET status = 'delivered', delivered_at = '2026-11-04 12:00+00' WHERE id = %s"

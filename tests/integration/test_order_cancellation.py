@@ -203,7 +203,7 @@ def test_an_order_nobody_answered_is_cancelled_at_its_deadline(restaurant, clock
 @pytest.mark.django_db
 def test_an_order_accepted_a_moment_before_its_deadline_is_not_cancelled(restaurant, clocks):
     order = place(restaurant)
-    clocks(DEADLINE)
+    clocks(DEADLINE - timedelta(seconds=1))  # accepted before its deadline by the database's clock
     order_accept(order_id=order.pk, now=DEADLINE - timedelta(milliseconds=1))
     run_due(DEADLINE)
     assert status(order) == OrderStatus.ACCEPTED
@@ -316,12 +316,13 @@ def test_the_safety_net_works_through_every_batch(restaurant, clocks):
 @pytest.mark.django_db(transaction=True)
 def test_an_accept_still_committing_at_the_deadline_wins_over_the_cancellation(restaurant, clocks):
     order = place(restaurant)
-    clocks(DEADLINE)
+    clocks(DEADLINE - timedelta(seconds=1))
     accepting, commit = threading.Event(), threading.Event()
 
     def restaurant_accepts() -> None:
         with transaction.atomic():
             order_accept(order_id=order.pk, now=DEADLINE - timedelta(milliseconds=1))
+            clocks(DEADLINE)  # the deadline passes while the accept is still committing
             accepting.set()
             commit.wait(10)
 

@@ -16,9 +16,13 @@ from django.db import connection, transaction
 from orders import services
 from orders.errors import OrderNotFoundError, OrderTransitionError
 from orders.models import Order, OrderStatus
+from tests.database_clock import database_clock_at
 
 PLACED_AT = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 LATER = PLACED_AT + timedelta(minutes=30)
+# What the database's clock reads while an order placed at PLACED_AT may still be
+# accepted (order_accept judges its deadline by that clock, not by ``now``).
+IN_TIME = PLACED_AT + timedelta(minutes=1)
 
 
 def cancel(**kwargs: Any) -> Order:
@@ -62,7 +66,9 @@ def test_illegal_transitions_cover_every_status_action_pair_but_the_four_legal_o
 
 @pytest.mark.django_db
 def test_accept_sets_status_and_accepted_at_only(order_factory):
-    order = services.order_accept(order_id=order_factory().pk, now=LATER)
+    placed = order_factory()
+    with database_clock_at(IN_TIME):
+        order = services.order_accept(order_id=placed.pk, now=LATER)
     stored = row(order.pk)
     assert (stored["status"], stored["accepted_at"]) == (OrderStatus.ACCEPTED, LATER)
     assert stored["rejected_at"] is stored["delivered_at"] is stored["cancelled_at"] is None
@@ -145,10 +151,11 @@ def test_two_accepts_and_a_reject_racing_have_exactly_one_winner(order_factory):
             threading.Thread(target=_attempt, args=(action, order.pk, LATER + timedelta(seconds=s), start, results))
             for action, s in contenders
         ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=30)
+        with database_clock_at(IN_TIME):
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=30)
         winners = [result for result in results if result is not None]
         assert len(results) == 3 and len(winners) == 1, f"round {round_}: {results}"
         stored = row(order.pk)
@@ -196,13 +203,14 @@ def test_a_reject_blocked_behind_an_uncommitted_accept_is_refused_once_it_commit
             connection.close()
 
     holder, rejecter = threading.Thread(target=accept_and_hold), threading.Thread(target=reject)
-    holder.start()
-    assert accepted.wait(timeout=30)
-    rejecter.start()
-    _wait_for_a_lock_waiter()
-    release.set()
-    holder.join(timeout=30)
-    rejecter.join(timeout=30)
+    with database_clock_at(IN_TIME):
+        holder.start()
+        assert accepted.wait(timeout=30)
+        rejecter.start()
+        _wait_for_a_lock_waiter()
+        release.set()
+        holder.join(timeout=30)
+        rejecter.join(timeout=30)
     # The blocked UPDATE re-read the committed row, matched nothing, and names the winner.
     assert refusals == [f"order {order.pk} is accepted; only a placed order can be rejected"]
     assert (row(order.pk)["status"], row(order.pk)["rejected_at"]) == (OrderStatus.ACCEPTED, None)

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 
+from orders.errors import OrderDeadlineError
 from orders.models import Order, OrderStatus, Restaurant
 from orders.services import _overdue_order_ids, order_accept, order_reject, orders_cancel_unaccepted
 from tiffin import clock
@@ -92,10 +93,16 @@ def _rows_read(sql: str, params: Any) -> list[tuple[str, int]]:
     ]
 
 
+def _accept_refused(order_id: int) -> None:
+    with pytest.raises(OrderDeadlineError):
+        order_accept(order_id=order_id, now=clock.now())
+
+
 @pytest.mark.parametrize(
     "call",
     [
-        pytest.param(lambda ids: order_accept(order_id=ids[-1], now=clock.now()), id="accept"),
+        # The fixture's orders are overdue: the accept is refused, by the same probe.
+        pytest.param(lambda ids: _accept_refused(ids[-1]), id="accept"),
         pytest.param(lambda ids: order_reject(order_id=ids[-2], now=clock.now()), id="reject"),
         pytest.param(lambda ids: orders_cancel_unaccepted(order_ids=ids[-NAMED:]), id="delayed-run-cancel"),
         pytest.param(lambda ids: _overdue_order_ids(limit=NAMED), id="safety-net-batch"),
