@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from axes.signals import user_locked_out
+from axes.signals import user_locked_out  # type: ignore[import-untyped]
 from django.conf import settings
 from django.dispatch import receiver
 from django.http import HttpRequest

@@ -180,7 +180,12 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django_q": {"level": env_str("DJANGO_Q_LOG_LEVEL", "WARNING")}},
+    "loggers": {
+        "django_q": {"level": env_str("DJANGO_Q_LOG_LEVEL", "WARNING")},
+        # django-axes: each failed login and lockout is a warning; its start banner and
+        # per-request notes (INFO) would fill every command's output.
+        "axes": {"level": "WARNING"},
+    },
 }
 
 # --- Business rules -------------------------------------------------------------------

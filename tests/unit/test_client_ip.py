@@ -57,3 +57,13 @@ def test_lockout_parameters_are_single_or_joined_and_a_typo_stops_the_start(monk
     monkeypatch.setenv("LOGIN_LOCKOUT_BY", "ip")
     with pytest.raises(ImproperlyConfigured, match="LOGIN_LOCKOUT_BY: 'ip' is not one of"):
         env_lockout_parameters("LOGIN_LOCKOUT_BY", [])
+
+
+def test_a_proxy_in_front_with_none_trusted_is_a_deploy_warning(settings):
+    from tiffin.checks import check_trusted_proxies_behind_a_proxy
+
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.TRUSTED_PROXIES = []
+    assert [m.id for m in check_trusted_proxies_behind_a_proxy()] == ["tiffin.W001"]
+    settings.TRUSTED_PROXIES = [ipaddress.ip_network("10.0.0.0/8")]
+    assert check_trusted_proxies_behind_a_proxy() == []
