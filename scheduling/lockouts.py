@@ -16,6 +16,7 @@ from django.dispatch import receiver
 from django.http import HttpRequest
 
 from scheduling.alerts import lockout_alert
+from scheduling.metrics import login_lockout_count
 
 
 @receiver(user_locked_out, dispatch_uid="scheduling.lockouts")
@@ -24,6 +25,7 @@ def lockout_heard(sender: Any, *, request: HttpRequest, username: str | None, ip
     if failures is None:
         return  # an attempt refused during a lockout already alerted
     at = request.axes_attempt_time  # type: ignore[attr-defined]
+    login_lockout_count()
     lockout_alert(
         username=username or "", ip_address=ip_address, failures=failures, at=at, until=at + settings.AXES_COOLOFF_TIME
     )

@@ -14,6 +14,7 @@ import time_machine
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.engine import T0
 from tests.hashers import CountingPBKDF2PasswordHasher
@@ -117,3 +118,21 @@ def test_behind_a_trusted_proxy_the_lockout_holds_the_client_not_the_proxy(setti
         assert _post(PASSWORD, forwarded_for="198.51.100.66", **via_proxy).status_code == 429
         # Another visitor through the same proxy logs in.
         assert _logged_in(_post(PASSWORD, forwarded_for="198.51.100.67", **via_proxy))
+
+
+def _lockouts_scraped(client: Client) -> float:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    families = text_string_to_metric_families(response.content.decode())
+    [value] = [s.value for f in families for s in f.samples if s.name == "tiffin_login_lockouts_total"]
+    return float(value)
+
+
+def test_each_lockout_is_counted_once_for_prometheus(settings, client):
+    settings.METRICS_ENABLED, settings.METRICS_BEARER_TOKEN, settings.METRICS_MULTIPROC_DIR = True, "", ""
+    before = _lockouts_scraped(client)
+    with time_machine.travel(T0, tick=False):
+        for n in range(LIMIT + 3):  # the lockout, then three refused attempts
+            _post(f"guess-{n}")
+        _post("guess", address="203.0.113.77", username="someone")  # one failure elsewhere: no lockout
+    assert _lockouts_scraped(client) == before + 1
