@@ -168,7 +168,9 @@ AXES_CLIENT_IP_CALLABLE = "tiffin.client_ip.client_ip_address"
 # A refused attempt during a lockout writes nothing and does not extend it: a locked-out
 # client costs one indexed read, and cannot grow the attempt's row.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
-AXES_RESET_ON_SUCCESS = True
+# A successful login clears nothing: django-axes would delete every failure of the
+# address, so a guesser with an account of its own could reset its count by logging in.
+AXES_RESET_ON_SUCCESS = False
 
 ADMINS = [("Tiffin operators", address) for address in env_list("ADMIN_EMAILS", [])]
 SERVER_EMAIL = env_str("SERVER_EMAIL", "tiffin@localhost")

@@ -108,6 +108,15 @@ def test_one_address_guessing_many_usernames_is_locked_out_for_every_username():
         assert _post(PASSWORD).status_code == 429  # the same address, a real account
 
 
+def test_logging_in_to_an_account_of_ones_own_does_not_reset_the_guesses():
+    User.objects.create_user("guesser", password=PASSWORD, is_staff=True)
+    with time_machine.travel(T0, tick=False):
+        codes = [_post(f"guess-{n}").status_code for n in range(LIMIT - 1)]
+        assert _logged_in(_post(PASSWORD, username="guesser"))  # the same address
+        codes.append(_post("one more guess").status_code)
+    assert codes == [200] * (LIMIT - 1) + [429]
+
+
 def test_behind_a_trusted_proxy_the_lockout_holds_the_client_not_the_proxy(settings):
     settings.TRUSTED_PROXIES = [ipaddress.ip_network("10.0.0.0/8")]
     settings.AXES_LOCKOUT_PARAMETERS = ["ip_address"]
