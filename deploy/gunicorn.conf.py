@@ -16,7 +16,9 @@ timeout = int(os.environ.get("WEB_TIMEOUT_SECONDS", "30"))
 graceful_timeout = int(os.environ.get("WEB_GRACEFUL_TIMEOUT_SECONDS", "20"))
 accesslog = "-"
 errorlog = "-"
-# Trust X-Forwarded-* only from the proxy in front (set FORWARDED_ALLOW_IPS to its address).
+# Trust X-Forwarded-Proto only from the proxy in front (set FORWARDED_ALLOW_IPS to its address).
+# gunicorn never takes the client's address from X-Forwarded-For: Django does, from the
+# proxies TRUSTED_PROXIES names (tiffin/client_ip.py); set both to the proxy.
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 
 

@@ -144,3 +144,41 @@ def _safe(url: str) -> str:
     """The URL without its path and query, which often hold a secret token."""
     scheme, _, rest = url.partition("://")
     return f"{scheme}://{rest.split('/', 1)[0]}/..."
+
+
+# --- Login lockouts (scheduling.lockouts hears them from django-axes) ----------------------
+
+
+def lockout_alert(*, username: str, ip_address: str, failures: int, at: datetime, until: datetime) -> None:
+    """Alert one admin login lockout through every channel: a warning log line (JSON,
+    ``"event":"login_lockout"``), a mail to the admins, a POST to the webhook. Called
+    once per lockout, when the failure that reaches the limit is counted; a channel that
+    fails is logged, never raised (the lockout holds whatever the alert does)."""
+    line = {
+        "event": "login_lockout",
+        "username": username,
+        "ip_address": ip_address,
+        "failures": failures,
+        "at": at.isoformat(),
+        "locked_until": until.isoformat(),
+    }
+    logger.warning(json.dumps(line, separators=(",", ":")))
+    subject = f"Admin login locked out: {username!r} from {ip_address}"
+    body = (
+        f"{failures} failed logins counted against the username {username!r} or the address {ip_address}; "
+        f"logins for either are refused until {until:%Y-%m-%d %H:%M:%S} UTC. "
+        "If it was someone of yours: manage.py axes_reset_username <name> or axes_reset_ip <address>."
+    )
+    try:
+        mail_admins(subject, body)
+    except outbound.DELIVERY_ERRORS:
+        logger.exception("could not mail the admins about a login lockout")
+    if settings.SCHEDULER_WEBHOOK_URL:
+        error = outbound.post(
+            settings.SCHEDULER_WEBHOOK_URL,
+            body=json.dumps({"text": f"{subject}\n{body}", "source": "tiffin", **line}).encode(),
+            headers={"Content-Type": "application/json", "User-Agent": "tiffin-alerts"},
+            timeout=settings.SCHEDULER_WEBHOOK_TIMEOUT_SECONDS,
+        )
+        if error is not None:
+            logger.warning("webhook %s did not take a login lockout: %s", _safe(settings.SCHEDULER_WEBHOOK_URL), error)

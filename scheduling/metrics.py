@@ -80,6 +80,11 @@ FENCE_REJECTIONS = Counter(
     ["stage"],
     registry=PROCESS_REGISTRY,
 )
+LOGIN_LOCKOUTS = Counter(
+    "tiffin_login_lockouts",
+    "Admin login lockouts begun: LOGIN_FAILURE_LIMIT failures reached for an address or a username.",
+    registry=PROCESS_REGISTRY,
+)
 START_LATENESS = Histogram(
     "tiffin_run_start_lateness_seconds",
     "Start of a run's first attempt minus its logical time (scheduled_for).",
@@ -169,6 +174,12 @@ def metrics_series_declare(*, job_names: Iterable[str]) -> None:
             RUNS_FINISHED.labels(name, outcome)
     for stage in FENCE_STAGES:
         FENCE_REJECTIONS.labels(stage)
+
+
+def login_lockout_count() -> None:
+    """Count one lockout begun (a refusal, not a database change: counted when it happens)."""
+    if settings.METRICS_ENABLED:
+        LOGIN_LOCKOUTS.inc()
 
 
 def fence_rejected_count(*, stage: str, count: int = 1) -> None:

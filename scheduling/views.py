@@ -11,7 +11,6 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib import admin
-from django.core.cache import cache
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
@@ -25,6 +24,8 @@ from scheduling.metrics import CONTENT_TYPE, metrics_render, token_accepted
 from scheduling.selectors import jobs_overview, scheduler_last_pass_at
 from scheduling.timeline import LATE_AFTER, jobs_timeline, span_text, timeline_draw
 from tiffin import clock
+from tiffin.client_ip import client_ip_address
+from tiffin.ratelimit import rate_exceeded
 
 
 @never_cache
@@ -160,16 +161,12 @@ class TypedField:
     bad: bool
 
 
-# Explanations one client address may ask for per minute on the public page: typing
-# (the page asks again a quarter of a second after each pause) stays well under it, a
-# script hammering the evaluator does not. Input is capped by the form's field lengths.
-PUBLIC_EXPLAINS_PER_MINUTE = 120
-
-
 @require_safe
 def cron_explainer_public(request: HttpRequest) -> HttpResponse:
     """The explainer for anyone, logged in or not, under the admin's look. Visitors who
-    are not staff are held to PUBLIC_EXPLAINS_PER_MINUTE per address."""
+    are not staff are held to settings.CRON_EXPLAINER_REQUESTS_PER_MINUTE per client
+    address (``tiffin.client_ip``), counted in the database so every process and server
+    shares the count (``tiffin.ratelimit``)."""
     if not request.user.is_staff and _over_rate(request):
         response = HttpResponse(
             "Too many explanations asked from your address in the last minute: wait a minute and try again.",
@@ -182,15 +179,12 @@ def cron_explainer_public(request: HttpRequest) -> HttpResponse:
 
 
 def _over_rate(request: HttpRequest) -> bool:
-    """A fixed one-minute window per client address, counted in the cache (per process
-    with the default local-memory cache: a cap against abuse, not an exact quota)."""
-    key = f"cron-explainer:{request.META.get('REMOTE_ADDR', '?')}:{int(clock.now().timestamp() // 60)}"
-    if cache.add(key, 1, timeout=90):
-        return False
-    try:
-        return cache.incr(key) > PUBLIC_EXPLAINS_PER_MINUTE
-    except ValueError:  # the key expired between add and incr
-        return False
+    return rate_exceeded(
+        cap="cron-explainer",
+        client=client_ip_address(request),
+        limit=settings.CRON_EXPLAINER_REQUESTS_PER_MINUTE,
+        now=clock.now(),
+    )
 
 
 def cron_explainer(request: HttpRequest, *, context: dict[str, Any]) -> HttpResponse:

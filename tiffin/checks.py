@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 
 @register()
@@ -27,3 +27,20 @@ def check_time_zone_is_utc(app_configs: Any = None, **kwargs: Any) -> list[Error
     if not settings.USE_TZ:
         errors.append(Error("USE_TZ is off; Tiffin requires aware datetimes.", id="tiffin.E002"))
     return errors
+
+
+@register(Tags.security, deploy=True)
+def check_trusted_proxies_behind_a_proxy(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Warn when the settings say a proxy is in front (BEHIND_TLS_PROXY) but name none in
+    TRUSTED_PROXIES: every request then comes from the proxy's address, so one client's
+    wrong passwords lock the admin login out for everyone, and one client's explanations
+    use up the public explainer's cap for everyone."""
+    if getattr(settings, "SECURE_PROXY_SSL_HEADER", None) and not settings.TRUSTED_PROXIES:
+        return [
+            Warning(
+                "BEHIND_TLS_PROXY is set but TRUSTED_PROXIES names no proxy: every client looks like the proxy.",
+                hint="Set TRUSTED_PROXIES to the proxy's addresses or network (docs/configuration.md).",
+                id="tiffin.W001",
+            )
+        ]
+    return []

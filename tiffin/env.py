@@ -6,6 +6,7 @@ typo in a deployment stops the process at start instead of running with a defaul
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import sys
@@ -98,6 +99,38 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_networks(name: str, default: list[str]) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """A comma-separated list of addresses or networks (``10.0.0.5, 10.1.0.0/16, ::1``);
+    an address is a network of one. Host bits set in a network (``10.0.0.5/16``) are
+    refused: the intended range is ambiguous."""
+    networks = []
+    for item in env_list(name, default):
+        try:
+            networks.append(ipaddress.ip_network(item))
+        except ValueError as error:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an address or network ({error})") from None
+    return networks
+
+
+LOCKOUT_PARAMETERS = ("ip_address", "username", "user_agent")
+
+
+def env_lockout_parameters(name: str, default: list[str]) -> list[str | list[str]]:
+    """What failed logins are counted against, for django-axes: a comma-separated list
+    (``ip_address,username``: each counted apart, either one locks), where ``a+b`` counts
+    the pair together (``username+ip_address``)."""
+    parameters: list[str | list[str]] = []
+    for item in env_list(name, default):
+        parts = [part.strip() for part in item.split("+")]
+        unknown = [part for part in parts if part not in LOCKOUT_PARAMETERS]
+        if unknown or not parts:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not one of {', '.join(LOCKOUT_PARAMETERS)} or a '+' of them"
+            )
+        parameters.append(parts[0] if len(parts) == 1 else parts)
+    return parameters
 
 
 def env_prefixed(prefix: str) -> dict[str, str]:

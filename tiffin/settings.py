@@ -6,6 +6,7 @@ that refuses a value it cannot read.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from tiffin import tz
@@ -15,6 +16,8 @@ from tiffin.env import (
     env_float,
     env_int,
     env_list,
+    env_lockout_parameters,
+    env_networks,
     env_prefixed,
     env_secret_key,
     env_str,
@@ -40,6 +43,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_q",
+    "axes",
     "tiffin.apps.TiffinConfig",
     "scheduling.apps.SchedulingConfig",
     "orders.apps.OrdersConfig",
@@ -63,6 +67,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a refused login into its 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "tiffin.urls"
@@ -98,6 +104,13 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The payout index INCLUDEs total for index-only scans on PostgreSQL; SQLite ignores it.
 SILENCED_SYSTEM_CHECKS = ["models.W040"]
+
+# django-axes first: a client that is locked out is refused before any backend hashes
+# the password it sent (hashing is the expensive part of a login, 0.25-1 s here).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -135,6 +148,30 @@ if env_bool("BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 
+# The reverse proxies whose X-Forwarded-For is believed (addresses or networks, comma-separated).
+# Empty: the connecting address is the client, whatever the header says (tiffin.client_ip).
+TRUSTED_PROXIES = env_networks("TRUSTED_PROXIES", [])
+
+# Explanations one client may ask for per minute on the public cron explainer (/cron/):
+# typing (the page asks again a quarter of a second after each pause) stays well under
+# it, a script hammering the evaluator does not. Staff are not capped.
+CRON_EXPLAINER_REQUESTS_PER_MINUTE = env_int("CRON_EXPLAINER_REQUESTS_PER_MINUTE", 120, minimum=1)
+
+# --- Admin login lockout (django-axes; docs/configuration.md) ----------------------------
+# After LOGIN_FAILURE_LIMIT failed logins counted against one client address or one
+# username, logins from that address or for that username are refused for
+# LOGIN_LOCKOUT_SECONDS after the last counted failure (scheduling.lockouts alerts once).
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(seconds=env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1))
+AXES_LOCKOUT_PARAMETERS = env_lockout_parameters("LOGIN_LOCKOUT_BY", ["ip_address", "username"])
+AXES_CLIENT_IP_CALLABLE = "tiffin.client_ip.client_ip_address"
+# A refused attempt during a lockout writes nothing and does not extend it: a locked-out
+# client costs one indexed read, and cannot grow the attempt's row.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# A successful login clears nothing: django-axes would delete every failure of the
+# address, so a guesser with an account of its own could reset its count by logging in.
+AXES_RESET_ON_SUCCESS = False
+
 ADMINS = [("Tiffin operators", address) for address in env_list("ADMIN_EMAILS", [])]
 SERVER_EMAIL = env_str("SERVER_EMAIL", "tiffin@localhost")
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
@@ -145,7 +182,12 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django_q": {"level": env_str("DJANGO_Q_LOG_LEVEL", "WARNING")}},
+    "loggers": {
+        "django_q": {"level": env_str("DJANGO_Q_LOG_LEVEL", "WARNING")},
+        # django-axes: each failed login and lockout is a warning; its start banner and
+        # per-request notes (INFO) would fill every command's output.
+        "axes": {"level": "WARNING"},
+    },
 }
 
 # --- Business rules -------------------------------------------------------------------
