@@ -499,3 +499,10 @@ def ledger_holdings() -> LedgerHoldings:
         orders=orders["n"],
         delivered_orders=orders["delivered"],
     )
+
+
+def payout_ledger_start() -> datetime | None:
+    """The earliest restaurant onboarding (None: no restaurant): no payout run as of an
+    earlier instant can pay anything (the payout job's ``earliest``)."""
+    start: datetime | None = Restaurant.objects.aggregate(start=Min("onboarded_at"))["start"]
+    return start
