@@ -171,11 +171,14 @@ def ledger_wipe(*, development: bool, delete_payouts: bool) -> LedgerHoldings:
 
 
 def _ledger_truncate() -> None:
-    """Empty the payouts and rate changes (append-only: row triggers refuse their DELETE)."""
+    """Empty the payouts and rate changes (append-only: row triggers refuse their DELETE).
+    On PostgreSQL a statement trigger refuses TRUNCATE of them (migration
+    payouts/0009_ledger_truncate_guard) unless the transaction says it is this wipe."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             # Deferred foreign-key checks still pending in this transaction block a TRUNCATE.
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            cursor.execute("SET LOCAL tiffin.ledger_wipe = 'on'")  # until this transaction ends
             cursor.execute("TRUNCATE payouts_payout, orders_commissionratechange")
         return
     Payout.objects.all().delete()

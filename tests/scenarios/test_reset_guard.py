@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 from psycopg import sql
 
@@ -66,6 +67,11 @@ class DeployDatabase(ScenarioDatabase):
             timeout=300,
             check=False,
         )
+
+    def execute_as_owner(self, statement: str) -> None:
+        """Run ``statement`` on a connection of the deploy's role (the tables' owner)."""
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(statement.encode())
 
     def snapshot(self) -> tuple[Any, ...]:
         return tuple(self.rows(SNAPSHOT)[0])
@@ -119,6 +125,14 @@ def test_with_production_settings_every_reset_refuses_a_database_that_holds_payo
         assert "nothing was deleted" in refused.stderr
         assert deploy_db.snapshot() == before, f"{command} changed the database"
     # The week is not paid again: the catch-up finds nothing to pay, the ledger is as it was.
+    # Nor does any other path empty the ledger, from the owner's own connection: Django's
+    # flush, or a TRUNCATE typed by hand (the statement guard of payouts/0009).
+    flushed = deploy_db.manage("flush", "--noinput", env=PRODUCTION)
+    assert flushed.returncode != 0 and "couldn't be flushed" in flushed.stderr  # Django hides the cause
+    for table in ("payouts_payout", "orders_order", "orders_commissionratechange", "orders_restaurant CASCADE"):
+        with pytest.raises(psycopg.errors.RestrictViolation, match=r"TRUNCATE of \w+ refused"):
+            deploy_db.execute_as_owner(f"TRUNCATE {table}")
+    assert deploy_db.snapshot() == before
     later = NOW + timedelta(hours=1)  # no week ends between: a new claim that must pay nothing
     _ok(deploy_db.manage("catch_up_payouts", "--as-of", later.isoformat(), env=PRODUCTION))
     assert assert_ledger_correct(deploy_db, as_of=later) == payouts
