@@ -28,7 +28,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from tests.scenarios.harness import PROJECT_DIR, PostgresServer, ScenarioDatabase
+from simulation.processes import PROJECT_DIR
+from tests.scenarios.harness import PostgresServer, ScenarioDatabase
 from tests.scenarios.ledger import assert_ledger_correct
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
