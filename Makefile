@@ -43,7 +43,7 @@ DEMO_COMPARE_URL := sqlite:///db/demo-compare.sqlite3
 
 demo: $(STAMP) ## The main job end to end on the SQLite default: seed, then 3 servers for 2 simulated hours through a crash, and the report
 	$(PY) manage.py migrate --noinput --verbosity 0
-	$(PY) manage.py seed_demo --reset --now $(DEMO_START)
+	$(PY) manage.py seed_demo --reset --delete-payouts --now $(DEMO_START)
 	PAYOUT_BATCH_SIZE=1 exec $(PY) manage.py simulate --reset --start $(DEMO_START) --duration 2h --speed 120 --servers 3 \
 	  --crash-worker 30m --fault-job weekly-payouts --log-dir db/demo-logs
 	@echo ""

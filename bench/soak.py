@@ -114,18 +114,24 @@ class Soak:
         return 1 if problems else 0
 
     def _prepare(self, *, reset: bool) -> None:
-        from orders.models import Order, Restaurant
+        from django.conf import settings
+
+        from orders.models import Restaurant
         from orders.services import restaurant_create
+        from payouts.errors import PayoutError
+        from payouts.services import ledger_wipe
         from scheduling.schedules import schedules_register
-        from simulation.services import simulation_reset
+        from simulation.services import SimulationResetError, simulation_reset
 
         if Restaurant.objects.exists() and not reset:
             sys.exit("the database already has restaurants; pass --reset to empty it first (a database of its own)")
-        simulation_reset()
+        try:  # refused outside DEBUG=1 unless the database is empty (make soak creates it afresh)
+            ledger_wipe(development=settings.DEBUG, delete_payouts=True)  # payouts with their orders
+            simulation_reset(development=settings.DEBUG)
+        except (PayoutError, SimulationResetError) as error:
+            sys.exit(f"--reset: {error}")
         # Registered at the start, so the first tick after it is due (none at or before it).
         schedules_register(now=START)
-        Order.objects.all().delete()  # simulation_reset wiped the ledger that covered them
-        Restaurant.objects.all().delete()
         for n, zone in enumerate(("UTC", "Asia/Kolkata", "America/New_York", "Europe/London")):
             restaurant_create(
                 name=f"Soak {n}", timezone=zone, commission_rate=Decimal("0.15"), onboarded_at=START - timedelta(days=7)

@@ -15,7 +15,13 @@ from django.conf import settings
 
 from payouts.errors import RestaurantsUnpaidError
 from payouts.models import PAYOUT_JOB
-from payouts.selectors import ledger_problems, payout_paid_as_of, payout_totals, payouts_of_run
+from payouts.selectors import (
+    ledger_problems,
+    payout_ledger_start,
+    payout_paid_as_of,
+    payout_totals,
+    payouts_of_run,
+)
 from payouts.services import BatchProgress, PayoutPassResult, payout_subject_parse, payouts_pay_due
 from scheduling.alerts import problems_deliver
 from scheduling.context import RunContext
@@ -39,6 +45,13 @@ logger = logging.getLogger(__name__)
     # Every run is kept: a payout run is the ledger's provenance (and one run a week is
     # no weight), so a catch-up as of any date still finds the claims made before it.
     retention_days=None,
+    # A backfilled tick pays nothing the next scheduled run would not (each pays every
+    # finished week), and queued before that run it only delays the money.
+    backfill_refused=(
+        "each scheduled run pays every finished, unpaid week, so backfilled runs would only wait in line "
+        "before it; to pay now, run manage.py catch_up_payouts"
+    ),
+    earliest=payout_ledger_start,
 )
 def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
     """Pay every finished, unpaid week as of ``ctx.scheduled_for``.

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db.models import Aggregate, Count, F, Min, OuterRef, Q, QuerySet, Subquery, Sum, Value, Window
 from django.db.models.functions import Coalesce, Lag
 
-from orders.models import Order, OrderStatus, Restaurant
+from orders.models import CommissionRateChange, Order, OrderStatus, Restaurant
 from payouts import sql
 from payouts.models import PAYOUT_JOB, Payout
 from payouts.weeks import BusinessWeek, week_of, weeks_finished
@@ -463,3 +463,46 @@ def payout_orders_waiting(*, restaurant_ids: Sequence[int] | None = None) -> lis
         .values_list("id", "paid_through", "n", "gross")
     )
     return [OrdersWaiting(rid, paid_through, n, cents(gross)) for rid, paid_through, n, gross in rows]
+
+
+@dataclass(frozen=True)
+class LedgerHoldings:
+    """What a wipe of the ledger would destroy: counts, and the money already paid."""
+
+    payouts: int
+    paid_net: Decimal
+    rate_changes: int
+    restaurants: int
+    orders: int
+    delivered_orders: int
+
+    @property
+    def empty(self) -> bool:
+        return not (self.payouts or self.rate_changes or self.restaurants or self.orders)
+
+    def phrase(self) -> str:
+        """``12 payouts (net 1,769.41 paid), 3 restaurants, 450 orders (400 delivered), 0 rate changes``."""
+        return (
+            f"{self.payouts} payouts (net {self.paid_net:,.2f} paid), {self.restaurants} restaurants, "
+            f"{self.orders} orders ({self.delivered_orders} delivered), {self.rate_changes} rate changes"
+        )
+
+
+def ledger_holdings() -> LedgerHoldings:
+    """Count what the ledger holds (``payouts.services.ledger_wipe`` names it before refusing)."""
+    orders = Order.objects.aggregate(n=Count("id"), delivered=Count("id", filter=Q(status=OrderStatus.DELIVERED)))
+    return LedgerHoldings(
+        payouts=Payout.objects.count(),
+        paid_net=cents(Payout.objects.aggregate(net=Sum("net"))["net"]),
+        rate_changes=CommissionRateChange.objects.count(),
+        restaurants=Restaurant.objects.count(),
+        orders=orders["n"],
+        delivered_orders=orders["delivered"],
+    )
+
+
+def payout_ledger_start() -> datetime | None:
+    """The earliest restaurant onboarding (None: no restaurant): no payout run as of an
+    earlier instant can pay anything (the payout job's ``earliest``)."""
+    start: datetime | None = Restaurant.objects.aggregate(start=Min("onboarded_at"))["start"]
+    return start

@@ -38,12 +38,19 @@ from datetime import datetime
 from django.conf import settings
 from django.db import DataError, IntegrityError, connection, transaction
 
-from orders.models import CommissionRateChange, Restaurant
+from orders.models import CommissionRateChange, Order, Restaurant
 from payouts import sql
 from payouts.errors import PayoutError
 from payouts.models import PAYOUT_JOB, Payout
 from payouts.partitions import partitions_ensure
-from payouts.selectors import payout_batches, payout_restaurant_ids, payout_weeks_due, payout_weeks_recent
+from payouts.selectors import (
+    LedgerHoldings,
+    ledger_holdings,
+    payout_batches,
+    payout_restaurant_ids,
+    payout_weeks_due,
+    payout_weeks_recent,
+)
 from scheduling.fencing import fence_check
 from scheduling.models import JobRun
 from scheduling.services import run_execute_here
@@ -191,14 +198,49 @@ def _first_line(error: Exception) -> str:
     return f"{type(error).__name__}: {lines[0] if lines else 'no message'}"[:500]
 
 
-def ledger_wipe() -> None:
-    """Delete every payout and rate change: for demo resets (``seed_demo --reset``,
-    ``simulate --reset``) only. The ledger is append-only, enforced on PostgreSQL by row
-    triggers, which TRUNCATE does not fire; a production role is not granted TRUNCATE."""
+def ledger_wipe(*, development: bool, delete_payouts: bool) -> LedgerHoldings:
+    """Delete the whole ledger: payouts, rate changes, orders and restaurants, together.
+    For development databases only (``seed_demo --reset``); returns what it deleted.
+
+    The one path of the project that deletes a payout. It takes the orders with them, so
+    no delivered order is ever left looking unpaid (a later run would pay it again).
+    1. A ledger that holds nothing: nothing to do.
+    2. ``development`` off (the caller passes ``settings.DEBUG``): refuse, naming the counts.
+    3. Payouts present and no ``delete_payouts`` (the command's explicit opt-in): refuse.
+    4. Otherwise TRUNCATE the append-only tables (their row triggers refuse DELETE) and
+       delete orders, then restaurants, in the caller's transaction.
+    A refusal deletes nothing. Why DEBUG alone is not enough: an operator short of the
+    production key can start a command with DEBUG=1; the opt-in names the destruction.
+    """
+    holdings = ledger_holdings()
+    if holdings.empty:
+        return holdings
+    if not development:
+        raise PayoutError(
+            f"refusing to delete the ledger outside development settings (DEBUG is off): this database "
+            f"holds {holdings.phrase()}; nothing was deleted"
+        )
+    if holdings.payouts and not delete_payouts:
+        raise PayoutError(
+            f"this database holds {holdings.phrase()}: deleting payouts needs the explicit opt-in "
+            "(seed_demo --reset --delete-payouts), which deletes the orders they cover with them; nothing was deleted"
+        )
+    with transaction.atomic():
+        _ledger_truncate()
+        Order.objects.all().delete()
+        Restaurant.objects.all().delete()
+    return holdings
+
+
+def _ledger_truncate() -> None:
+    """Empty the payouts and rate changes (append-only: row triggers refuse their DELETE).
+    On PostgreSQL a statement trigger refuses TRUNCATE of them (migration
+    payouts/0010_ledger_truncate_guard) unless the transaction says it is this wipe."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             # Deferred foreign-key checks still pending in this transaction block a TRUNCATE.
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            cursor.execute("SET LOCAL tiffin.ledger_wipe = 'on'")  # until this transaction ends
             cursor.execute("TRUNCATE payouts_payout, orders_commissionratechange")
         return
     Payout.objects.all().delete()

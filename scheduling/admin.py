@@ -180,8 +180,15 @@ class JobRunAdmin(ReadOnlyMixin, _JobRunAdmin):
 
 
 class BackfillForm(forms.Form):
-    start = forms.DateTimeField(help_text="UTC, e.g. 2027-03-01 00:00. Ticks after this instant...")
-    end = forms.DateTimeField(help_text="...up to and including this one (not in the future).")
+    start = forms.DateTimeField(
+        help_text=f"UTC, e.g. 2027-03-01 00:00, not before {services.EARLIEST_LOGICAL_TIME:%Y-%m-%d}. "
+        "Ticks from this instant..."
+    )
+    end = forms.DateTimeField(
+        help_text=f"...up to and including this one (not in the future). At most {services.MAX_BACKFILL_SPAN.days} "
+        f"days and {services.MAX_BACKFILL_TICKS} ticks per backfill; weekly-payouts is never backfilled "
+        "(catch_up_payouts pays now)."
+    )
     order = forms.ChoiceField(
         choices=[
             ("sequential", "One after another, oldest first: each tick starts once the one before it has finished"),
@@ -196,8 +203,12 @@ class BackfillForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         start, end = data.get("start"), data.get("end")
-        if start and end and start >= end:
+        if start and start < services.EARLIEST_LOGICAL_TIME:
+            self.add_error("start", f"Give an instant from {services.EARLIEST_LOGICAL_TIME:%Y-%m-%d} on.")
+        elif start and end and start >= end:
             self.add_error("end", "The end must be after the start.")
+        elif start and end and end - start > services.MAX_BACKFILL_SPAN:
+            self.add_error("end", f"A backfill spans at most {services.MAX_BACKFILL_SPAN.days} days: split the range.")
         return data
 
 
@@ -345,6 +356,7 @@ class ScheduleAdmin(ReadOnlyMixin, _ScheduleAdmin):
             "schedules": list(queryset),
             "action_checkbox_name": ACTION_CHECKBOX_NAME,
             "max_ticks": services.MAX_BACKFILL_TICKS,
+            "max_days": services.MAX_BACKFILL_SPAN.days,
         }
         return TemplateResponse(request, "admin/scheduling/schedule/backfill.html", context)
 

@@ -25,6 +25,9 @@ from scheduling.registry import DEFAULT_TIMEOUT_SECONDS, Job, registry
 OVERRUN_FACTOR = 3
 # How many recent successes the median duration is taken over.
 DURATION_SAMPLE = 20
+# The summaries of runs never started, which group them (each run's detail has its own instant).
+NEVER_ENQUEUED = "due and never enqueued (is a scheduler running?)"
+NEVER_STARTED = "enqueued and never started (is a worker running?)"
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,9 @@ class Problem:
     subject: str = ""
     run_id: int | None = None
     detail: str = ""
+    # What problems alike share, for grouping (empty: the detail): the detail without the
+    # instants of one run, so 10,000 never-started cancellations are one line, not 10,000.
+    summary: str = ""
 
     @property
     def key(self) -> tuple[str, str, datetime, str]:
@@ -78,24 +84,29 @@ class ProblemGroup:
             "count": len(self.problems),
             "first": self.first.scheduled_for.isoformat(),
             "last": self.problems[-1].scheduled_for.isoformat(),
-            "detail": self.first.detail,
+            "detail": _grouped_detail(self.first),
         }
 
     def __str__(self) -> str:
         if len(self.problems) == 1:
             return str(self.first)
-        first, last = self.first.scheduled_for, self.problems[-1].scheduled_for
+        first = min(problem.scheduled_for for problem in self.problems)
+        last = max(problem.scheduled_for for problem in self.problems)
         what = "runs" if any(problem.subject for problem in self.problems) else "ticks"
-        span = f"{len(self.problems)} {what} from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC"
-        return f"{self.first.kind.label}: {self.first.job_name}, {span}: {self.first.detail}"
+        span = f"{len(self.problems):,} {what} from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC"
+        return f"{self.first.kind.label}: {self.first.job_name}, {span}: {_grouped_detail(self.first)}"
+
+
+def _grouped_detail(problem: Problem) -> str:
+    return problem.summary or problem.detail
 
 
 def problems_grouped(problems: Iterable[Problem]) -> list[ProblemGroup]:
-    """``problems`` (oldest first) gathered by job, kind and detail, in order of each
-    group's first problem."""
+    """``problems`` (oldest first) gathered by job, kind and summary (the detail when it
+    has none), in order of each group's first problem."""
     groups: dict[tuple[str, str, str], list[Problem]] = {}
     for problem in problems:
-        groups.setdefault((problem.job_name, str(problem.kind), problem.detail), []).append(problem)
+        groups.setdefault((problem.job_name, str(problem.kind), _grouped_detail(problem)), []).append(problem)
     return [ProblemGroup(tuple(group)) for group in groups.values()]
 
 
@@ -190,12 +201,14 @@ def runs_in_flight(*, window: CheckWindow) -> list[Problem]:
 
 def _in_flight_problem(run: JobRun, *, window: CheckWindow) -> Problem | None:
     if run.status == RunStatus.SCHEDULED:
-        return _problem(run, ProblemKind.NOT_STARTED, f"due at {_hm(run.due_at)} and never enqueued")
+        detail = f"due at {_hm(run.due_at)} and never enqueued"
+        return _problem(run, ProblemKind.NOT_STARTED, detail, summary=NEVER_ENQUEUED)
     if run.status == RunStatus.ENQUEUED:
         enqueued_at = run.enqueued_at or run.created_at
         if enqueued_at > window.horizon:
             return None
-        return _problem(run, ProblemKind.NOT_STARTED, f"enqueued at {_hm(enqueued_at)} and never started")
+        detail = f"enqueued at {_hm(enqueued_at)} and never started"
+        return _problem(run, ProblemKind.NOT_STARTED, detail, summary=NEVER_STARTED)
     if run.status == RunStatus.RUNNING:
         return _running_problem(run, window=window)
     return _problem(run, ProblemKind.RETRYING, _retry_detail(run))
@@ -263,8 +276,10 @@ def _retry_detail(run: JobRun) -> str:
     return f"attempt {run.attempts} {what}; next attempt at {_hm(run.due_at)}: {last_line[:300]}"
 
 
-def _problem(run: JobRun, kind: ProblemKind, detail: str) -> Problem:
-    return Problem(kind, run.job_name, run.scheduled_for, subject=run.subject, run_id=run.id, detail=detail)
+def _problem(run: JobRun, kind: ProblemKind, detail: str, *, summary: str = "") -> Problem:
+    return Problem(
+        kind, run.job_name, run.scheduled_for, subject=run.subject, run_id=run.id, detail=detail, summary=summary
+    )
 
 
 def _job_timeout_seconds(job_name: str) -> int:

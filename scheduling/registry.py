@@ -9,7 +9,9 @@ Apps declare their jobs in their own ``jobs.py``::
     def cancel_stale_order(batch: list[RunContext]) -> dict[str, int]: ...
 
 ``retention_days`` says how long its finished runs are kept (default: the setting;
-None: forever). A job is either a cron job (five-field expression, optional IANA zone) or a delayed job
+None: forever). ``backfill_refused`` says why the job refuses backfills, and ``earliest``
+gives the first logical time a run of it could mean anything (manual runs, backfills and
+re-runs before it are refused). A job is either a cron job (five-field expression, optional IANA zone) or a delayed job
 (one-off runs created by code). A delayed job with ``batch_size > 1`` receives a list of
 contexts, so one worker task executes many due runs with set-based statements.
 Validation happens in the system check (``scheduling.checks``), so a bad declaration
@@ -37,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
 from typing import Any, Literal
 
@@ -77,6 +80,12 @@ class Job:
     # Days a finished run is kept (scheduling.retention); None keeps every run forever
     # (a payout run is the ledger's provenance).
     retention_days: Retention = SETTING_RETENTION
+    # Why a backfill of this job is refused (empty: backfills are allowed); the message
+    # names what to do instead (a payout backfill only queues runs before the real tick).
+    backfill_refused: str = ""
+    # The earliest logical time a run of this job can mean anything (None: no bound
+    # beyond the engine's): manual runs, backfills and re-runs before it are refused.
+    earliest: Callable[[], datetime | None] | None = None
 
     @property
     def is_cron(self) -> bool:
@@ -151,6 +160,8 @@ def job(
     heartbeat: bool = False,
     batch_size: int = 1,
     retention_days: Retention = SETTING_RETENTION,
+    backfill_refused: str = "",
+    earliest: Callable[[], datetime | None] | None = None,
 ) -> Callable[[Handler], Handler]:
     """Declare ``name`` with either ``cron=`` or ``delayed=True``; see the module doc."""
 
@@ -171,6 +182,8 @@ def job(
                 heartbeat=heartbeat,
                 batch_size=batch_size,
                 retention_days=retention_days,
+                backfill_refused=backfill_refused,
+                earliest=earliest,
             )
         )
         return handler

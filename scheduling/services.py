@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -135,10 +135,32 @@ def run_claim_manual(
     return won[0] if won else None
 
 
+# No logical time of a run is older: it keeps the tick arithmetic far from datetime.min
+# (a backfill from 0001-01-01 overflowed) and refuses the 1970s a mistyped date gives.
+EARLIEST_LOGICAL_TIME = datetime(2000, 1, 1, tzinfo=UTC)
+
+
 def guard_horizon_check(*, job: Job, scheduled_for: datetime, now: datetime) -> None:
-    """Refuse a manual claim, backfill or re-run of a logical time before the claim guard
-    horizon (scheduling.retention): the claims of that time may have been pruned, so "not
-    claimed" no longer proves "never ran". A job that keeps every run is not bounded."""
+    """Refuse a manual claim, backfill or re-run of a logical time that no run can have:
+
+    1. before EARLIEST_LOGICAL_TIME, for every job;
+    2. before the job's own ``earliest`` (the payout job: the first restaurant's
+       onboarding; before it there is nothing to pay, and a run there only waits in line);
+    3. before the claim guard horizon (scheduling.retention) for a job whose runs are
+       pruned: the claims of that time may be gone, so "not claimed" no longer proves
+       "never ran". A job that keeps every run is not bounded by it.
+    """
+    if scheduled_for < EARLIEST_LOGICAL_TIME:
+        raise SchedulingError(
+            f"{scheduled_for.isoformat()} is before {EARLIEST_LOGICAL_TIME:%Y-%m-%d}, the earliest logical time "
+            "a run may have"
+        )
+    earliest = job.earliest() if job.earliest is not None else None
+    if earliest is not None and scheduled_for < earliest:
+        raise SchedulingError(
+            f"{scheduled_for.isoformat()} is before the first logical time a run of {job.name!r} can mean "
+            f"anything ({earliest.isoformat()})"
+        )
     horizon = claim_guard_horizon(now=now)
     if scheduled_for < horizon and job.retention_days is not None:
         raise SchedulingError(
@@ -227,8 +249,26 @@ def schedule_resume(*, job_name: str, actor: str, now: datetime) -> bool:
     return bool(changed)
 
 
+# A backfill's bounds, both (the admin form says so): a few weeks of a daily job, or a
+# few days of a five-minute one, per request.
 MAX_BACKFILL_TICKS = 1000
+MAX_BACKFILL_SPAN = timedelta(days=31)
 _EPSILON = timedelta(microseconds=1)
+
+
+def backfill_range_check(*, start: datetime, end: datetime, now: datetime) -> None:
+    """Refuse a range that is empty, reaches into the future, starts before
+    EARLIEST_LOGICAL_TIME or spans more than MAX_BACKFILL_SPAN (the admin form's own check)."""
+    if not start < end <= now:
+        raise SchedulingError("a backfill range needs start < end <= now")
+    if start < EARLIEST_LOGICAL_TIME:
+        raise SchedulingError(
+            f"a backfill cannot start before {EARLIEST_LOGICAL_TIME:%Y-%m-%d}, the earliest logical time a run may have"
+        )
+    if end - start > MAX_BACKFILL_SPAN:
+        raise SchedulingError(
+            f"a backfill spans at most {MAX_BACKFILL_SPAN.days} days ({end - start} asked); split the range"
+        )
 
 
 def runs_backfill(
@@ -243,6 +283,12 @@ def runs_backfill(
     """Claim every tick of a cron job in [start, end] through the normal claim path
     (trigger ``backfill``); ticks already claimed are left alone. Returns the new runs.
 
+    Refused, claiming nothing: a delayed job; a job that declares ``backfill_refused``
+    (the payout job: its scheduled run pays every finished week, so backfilled runs
+    would only queue before it and delay its money); a range that
+    ``backfill_range_check`` refuses, starts before ``guard_horizon_check`` allows, or
+    holds more than MAX_BACKFILL_TICKS ticks.
+
     ``one_after_another`` (the default) makes the runs queue: each starts once the one
     before it (or any run of the job) has finished, oldest first, whatever the job's
     overlap policy; without it they follow the job's policy as any tick does, so two
@@ -250,8 +296,9 @@ def runs_backfill(
     job = registry.get(job_name)
     if not job.is_cron:
         raise SchedulingError(f"job {job_name!r} is a delayed job; only cron jobs can be backfilled")
-    if not start < end <= now:
-        raise SchedulingError("a backfill range needs start < end <= now")
+    if job.backfill_refused:
+        raise SchedulingError(f"{job_name!r} is never backfilled: {job.backfill_refused}")
+    backfill_range_check(start=start, end=end, now=now)
     guard_horizon_check(job=job, scheduled_for=start, now=now)
     ticks = cron.ticks_between(job.cron, job.timezone, start - _EPSILON, end)
     if len(ticks) > MAX_BACKFILL_TICKS:

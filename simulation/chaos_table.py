@@ -89,7 +89,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _commands(options: argparse.Namespace, seed: int) -> list[list[str]]:
-    seed_demo = ["seed_demo", "--reset", "--restaurants", "9", "--weeks", "3", "--now", options.start]
+    # The previous seed's simulation paid weeks: the development reset deletes them with their orders.
+    seed_demo = ["seed_demo", "--reset", "--delete-payouts", "--restaurants", "9", "--weeks", "3"]
+    seed_demo += ["--now", options.start]
     simulate = ["simulate", "--reset", "--chaos", str(seed), "--start", options.start, "--duration", options.duration]
     simulate += ["--speed", options.speed, "--servers", options.servers, "--chaos-rate", options.chaos_rate]
     simulate += ["--pooler"] if options.pooler else []

@@ -10,7 +10,6 @@ from django.db import transaction
 from django_q.models import OrmQ
 
 from payouts.models import Payout
-from payouts.services import ledger_wipe
 from scheduling.alerts import alerts_resolve
 from scheduling.context import RunContext
 from scheduling.execution import worker_name
@@ -60,16 +59,44 @@ def simulation_state_counts() -> dict[str, int]:
         "schedules": Schedule.objects.count(),
         "payouts": Payout.objects.count(),
         "strategy executions": StrategyRun.objects.count(),
+        "probe charges": ProbeCharge.objects.count(),
+        "queued tasks": OrmQ.objects.count(),
     }
 
 
-def simulation_reset() -> None:
+class SimulationResetError(Exception):
+    """A ``simulate --reset`` refused; the message names what it would have destroyed."""
+
+
+def simulation_reset(*, development: bool) -> None:
     """Forget the engine's state so a simulation starts from nothing: runs and their
-    events, alerts, fences, schedules, scheduler nodes, queued tasks, probe charges,
-    strategy executions, and the payouts the runs wrote (a payout keeps its run, so they
-    go together). Restaurants, orders and carts stay."""
+    events, alerts, fences, schedules, scheduler nodes, queued tasks, probe charges and
+    strategy executions. Restaurants, orders, carts and the ledger stay.
+
+    Refuses (SimulationResetError, nothing deleted):
+    1. a database that holds payouts, always: each payout keeps the run that wrote it, and
+       forgetting the payouts while the orders stay would make paid orders look unpaid (the
+       next run pays them again). ``seed_demo --reset --delete-payouts`` deletes the ledger
+       with its orders, on a development database;
+    2. outside development settings (``development``: the caller's ``settings.DEBUG``),
+       anything to forget: job runs are the claims that make a repeated tick harmless.
+    """
     with transaction.atomic():
-        ledger_wipe()
+        counts = simulation_state_counts()
+        if counts["payouts"]:
+            raise SimulationResetError(
+                f"this database holds {counts['payouts']} payouts: --reset never deletes the ledger, which would "
+                "leave the orders they paid looking unpaid. On a development database, start over with "
+                "seed_demo --reset --delete-payouts (it deletes the payouts with the orders they cover); "
+                "nothing was deleted"
+            )
+        left = {what: n for what, n in counts.items() if n}
+        if left and not development:
+            found = ", ".join(f"{n} {what}" for what, n in left.items())
+            raise SimulationResetError(
+                f"refusing --reset outside development settings (DEBUG is off): it would delete {found}; "
+                "nothing was deleted"
+            )
         ProbeCharge.objects.all().delete()
         StrategyRun.objects.all().delete()
         JobRunEvent.objects.all().delete()

@@ -445,7 +445,9 @@ def _namespace() -> str:
 
 
 def _forget(case: StrategyCase) -> None:
-    simulation_reset()
+    # The database was empty, or reset by --reset, when the comparison began: what goes
+    # here are the previous case's own runs, in any settings (payouts still refuse).
+    simulation_reset(development=True)
     if case.strategy.needs_redis:
         redis_client().delete(f"{_namespace()}:lock:{PROBE_JOB}")  # a lock a killed run left
 

@@ -10,11 +10,25 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     db = settings.DATABASES["default"]
     return f"database: {db['ENGINE'].rsplit('.', 1)[-1]} ({db['NAME']})"
+
+
+def _ledger_wipe_allowed(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    """Django empties the tables after each transactional test with TRUNCATE (its flush),
+    which the ledger's guard (payouts/0010_ledger_truncate_guard) refuses unless the
+    session allows it; this process's connections do. Processes the tests start do not."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET tiffin.ledger_wipe = 'on'")
+
+
+connection_created.connect(_ledger_wipe_allowed, dispatch_uid="tests.ledger_wipe_allowed")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

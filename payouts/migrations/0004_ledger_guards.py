@@ -11,8 +11,7 @@ path writes (admin, shell, a plain SQL statement).
 - ``orders_restaurant.commission_rate`` never changes (changes are rate-change rows), and
   ``orders_commissionratechange`` is append-only and cannot reach into a paid period.
 
-TRUNCATE fires none of these: it is how ``seed_demo --reset`` and ``simulate --reset``
-wipe a demo database. A production role should not be granted TRUNCATE.
+TRUNCATE fires none of these; migration 0009 guards it with a statement trigger.
 
 SQLite has no such guards; the services and the admin refuse the same changes there.
 """

@@ -205,3 +205,34 @@ def test_check_runs_text_groups_problems_alike_and_its_json_keeps_every_one(clea
         "skipped: Later than the misfire deadline",
     ]
     assert len(json.loads(as_json)["problems"]) == 7
+
+
+def test_never_started_runs_group_per_job_and_kind_with_their_count_and_range(db):
+    """With no worker running, each delayed run carries its own due time: 10,559 problems
+    printed as 10,016 groups. They are one line per job and kind, with the oldest and newest."""
+    job = make_job("cancel-one", delayed=True)
+    due = [NOW - timedelta(hours=5) + timedelta(seconds=57 * n) for n in range(300)]
+    waiting = [
+        JobRun(job_name=job.name, subject=f"order:{n}", scheduled_for=at, due_at=at, created_at=at,
+               status=RunStatus.SCHEDULED, trigger=Trigger.DELAYED)
+        for n, at in enumerate(due)
+    ] + [
+        JobRun(job_name=job.name, subject=f"order:{1000 + n}", scheduled_for=at, due_at=at, created_at=at,
+               enqueued_at=at, status=RunStatus.ENQUEUED, trigger=Trigger.DELAYED)
+        for n, at in enumerate(due[:40])
+    ]  # fmt: skip
+    JobRun.objects.bulk_create(waiting)
+    with registry.replaced(job), time_machine.travel(NOW, tick=False):
+        code, text = _check_runs()
+        _, as_json = _check_runs("--json")
+    assert code == 1
+    assert text.splitlines() == [
+        "340 problems in 2 groups (ticks from 2027-02-28 12:00 to 2027-03-01 11:55 UTC):",
+        "  Claimed but never started: cancel-one, 300 runs from 2027-03-01 07:00 to 2027-03-01 11:44 UTC: "
+        "due and never enqueued (is a scheduler running?)",
+        "  Claimed but never started: cancel-one, 40 runs from 2027-03-01 07:00 to 2027-03-01 07:37 UTC: "
+        "enqueued and never started (is a worker running?)",
+    ]
+    # Machines still get every run, each with its own due time.
+    problems = json.loads(as_json)["problems"]
+    assert len(problems) == 340 and len({p["detail"] for p in problems}) == 340

@@ -58,6 +58,20 @@ def counts() -> tuple[int, int, int, int]:
     return Restaurant.objects.count(), Order.objects.count(), Cart.objects.count(), CartItem.objects.count()
 
 
+@pytest.fixture(autouse=True)
+def development(settings):
+    """seed_demo --reset deletes with development settings only (pytest-django runs with DEBUG off)."""
+    settings.DEBUG = True
+
+
+def a_payout(restaurant: Restaurant) -> Payout:
+    return Payout.objects.create(
+        restaurant=restaurant, period_start=NOW_DT - timedelta(weeks=1), period_end=NOW_DT,
+        week_start_local=NOW_DT.date(), gross=Decimal("10.00"), commission=Decimal("1.50"), net=Decimal("8.50"),
+        order_count=1, created_at=NOW_DT, commission_rate=Decimal("0.15"), tzdata_version="2026f",
+    )  # fmt: skip
+
+
 @pytest.mark.django_db
 def test_the_same_seed_and_now_give_identical_data():
     seed(*SMALL, "--seed", "7")
@@ -96,15 +110,11 @@ def test_the_refusal_exits_non_zero_from_the_command_line(capsys):
 
 
 @pytest.mark.django_db
-def test_reset_replaces_everything_including_payouts():
+def test_reset_with_the_explicit_opt_in_replaces_everything_including_payouts():
     seed(*SMALL, "--seed", "1")
-    restaurant = Restaurant.objects.all()[0]
-    Payout.objects.create(
-        restaurant=restaurant, period_start=NOW_DT - timedelta(weeks=1), period_end=NOW_DT,
-        week_start_local=NOW_DT.date(), gross=Decimal("10.00"), commission=Decimal("1.50"), net=Decimal("8.50"),
-        order_count=1, created_at=NOW_DT, commission_rate=Decimal("0.15"), tzdata_version="2026f",
-    )  # fmt: skip
-    seed(*SMALL, "--seed", "2", "--reset")
+    a_payout(Restaurant.objects.all()[0])
+    output = seed(*SMALL, "--seed", "2", "--reset", "--delete-payouts")
+    assert "Reset: deleted 1 payouts (net 8.50 paid), 3 restaurants" in output
     after_reset = digest()
     assert not Payout.objects.exists()
     # What is left is exactly a fresh seed-2 run: nothing of seed 1 survived.
@@ -113,6 +123,48 @@ def test_reset_replaces_everything_including_payouts():
     Cart.objects.all().delete()
     seed(*SMALL, "--seed", "2")
     assert digest() == after_reset
+
+
+@pytest.mark.django_db
+def test_a_development_reset_of_a_database_with_payouts_needs_the_opt_in_and_names_them():
+    seed(*SMALL, "--seed", "1")
+    a_payout(Restaurant.objects.all()[0])
+    before = (digest(), counts())
+    with pytest.raises(
+        CommandError, match=r"holds 1 payouts \(net 8.50 paid\), 3 restaurants, \d+ orders.*--delete-payouts"
+    ):
+        seed(*SMALL, "--reset")
+    assert (digest(), counts(), Payout.objects.count()) == (*before, 1)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("opt_in", [(), ("--delete-payouts",)])
+def test_outside_development_settings_a_reset_refuses_and_deletes_nothing(settings, opt_in):
+    seed(*SMALL, "--seed", "1")
+    a_payout(Restaurant.objects.all()[0])
+    before = (digest(), counts())
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match=r"outside development settings \(DEBUG is off\).*1 payouts") as err:
+        seed(*SMALL, "--reset", *opt_in)
+    assert err.value.returncode != 0
+    assert (digest(), counts(), Payout.objects.count()) == (*before, 1)
+
+
+@pytest.mark.django_db
+def test_outside_development_settings_a_reset_refuses_even_without_payouts(settings):
+    seed(*SMALL)
+    before = (digest(), counts())
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match=r"DEBUG is off\): this database holds 0 payouts .*, 3 restaurants"):
+        seed(*SMALL, "--reset")
+    assert (digest(), counts()) == before
+
+
+@pytest.mark.django_db
+def test_the_opt_in_goes_with_reset():
+    with pytest.raises(CommandError, match="--delete-payouts goes with --reset"):
+        seed(*SMALL, "--delete-payouts")
+    assert counts() == (0, 0, 0, 0)
 
 
 @pytest.mark.django_db

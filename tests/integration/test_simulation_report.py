@@ -16,7 +16,7 @@ from payouts.models import Payout
 from scheduling.models import JobKind, JobRun, Misfire, Overlap, RunStatus, Schedule, SchedulerNode, Trigger
 from simulation.models import ProbeCharge
 from simulation.report import simulation_report
-from simulation.services import simulation_reset
+from simulation.services import SimulationResetError, simulation_reset
 from tests.engine import pay
 
 T0 = datetime(2027, 3, 1, 12, 0, tzinfo=UTC)
@@ -219,9 +219,16 @@ def test_reset_forgets_the_engine_state_and_keeps_the_orders(window: list[dateti
         job_name=run.job_name, scheduled_for=run.scheduled_for, run=run, fence=1, attempt=1, worker="w", charged_at=T0
     )
     order_factory(OrderStatus.DELIVERED)
-    simulation_reset()
+    simulation_reset(development=True)
     assert (JobRun.objects.count(), ProbeCharge.objects.count(), Schedule.objects.count()) == (0, 0, 0)
     assert SchedulerNode.objects.count() == 0 and Order.objects.count() == 1
+
+
+def test_reset_outside_development_settings_refuses_and_forgets_nothing(window: list[datetime]) -> None:
+    _run(window[0])
+    with pytest.raises(SimulationResetError, match=r"DEBUG is off\): it would delete 1 job runs, 1 schedules"):
+        simulation_reset(development=False)
+    assert (JobRun.objects.count(), Schedule.objects.count()) == (1, 1)
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,8 @@ from django.db import connection, transaction
 
 from carts.models import Cart, CartItem
 from orders.models import Order, OrderStatus, Restaurant
+from payouts.errors import PayoutError
+from payouts.selectors import LedgerHoldings
 from payouts.services import ledger_wipe
 from tiffin import clock
 from tiffin.cli import TiffinCommand, parse_instant
@@ -95,7 +97,8 @@ class SeedResult:
 class Command(TiffinCommand):
     help = (
         "Fill an empty database with deterministic demo restaurants, orders and carts. "
-        "--reset first deletes orders, payouts, restaurants and carts (job_runs are left alone)."
+        "--reset first deletes restaurants, orders and carts (job_runs are left alone), with development "
+        "settings (DEBUG=1) only; a database that holds payouts also needs --delete-payouts."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -103,16 +106,29 @@ class Command(TiffinCommand):
         parser.add_argument("--weeks", type=int, default=6, help="weeks of order history (default 6)")
         parser.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
         parser.add_argument("--now", help="ISO instant with offset to seed up to (default: now, to the hour)")
-        parser.add_argument("--reset", action="store_true", help="delete existing demo data first")
+        parser.add_argument(
+            "--reset", action="store_true", help="delete existing demo data first (development settings only)"
+        )
+        parser.add_argument(
+            "--delete-payouts",
+            action="store_true",
+            help="with --reset on a development database that holds payouts: delete them, with the orders "
+            "they cover (without it such a reset is refused)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         opts = parse_options(options)
+        if options["delete_payouts"] and not options["reset"]:
+            raise CommandError("--delete-payouts goes with --reset")
+        deleted = None
         with transaction.atomic():
             if options["reset"]:
-                delete_demo_data()
+                deleted = delete_demo_data(development=settings.DEBUG, delete_payouts=options["delete_payouts"])
             else:
                 refuse_if_not_empty()
             result = seed(opts)
+        if deleted is not None and not deleted.empty:
+            self.stdout.write(f"Reset: deleted {deleted.phrase()}.")
         self.stdout.write(result.paragraph())
 
 
@@ -141,13 +157,22 @@ def refuse_if_not_empty() -> None:
         raise CommandError(f"the database is not empty ({found}); pass --reset to delete them first")
 
 
-def delete_demo_data() -> None:
-    # The ledger first (once nothing is paid, no order is covered and any may go), then
-    # orders, then restaurants (both protect them). job_runs belong to the engine: untouched.
-    ledger_wipe()
-    Order.objects.all().delete()
-    Restaurant.objects.all().delete()
+def delete_demo_data(*, development: bool, delete_payouts: bool) -> LedgerHoldings:
+    """Delete the ledger (payouts with the orders they cover, ``ledger_wipe``) and the
+    carts; outside development settings, refuse unless there is nothing to delete.
+    job_runs belong to the engine: untouched. Returns what the ledger held."""
+    try:
+        deleted = ledger_wipe(development=development, delete_payouts=delete_payouts)
+    except PayoutError as error:
+        raise CommandError(f"--reset: {error}") from None
+    carts = Cart.objects.count()
+    if carts and not development:
+        raise CommandError(
+            f"--reset: refusing to delete {carts} carts outside development settings (DEBUG is off); "
+            "nothing was deleted"
+        )
     Cart.objects.all().delete()  # items go with their carts
+    return deleted
 
 
 def seed(opts: SeedOptions) -> SeedResult:

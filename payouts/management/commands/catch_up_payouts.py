@@ -43,7 +43,7 @@ from payouts.sql import DuePayout
 from scheduling.execution import worker_name
 from scheduling.models import JobRun, RunStatus
 from scheduling.selectors import RunState
-from scheduling.services import RunCannotStartError
+from scheduling.services import RunCannotStartError, SchedulingError
 from tiffin import clock
 from tiffin.cli import JsonCommand, counted, parse_instant
 
@@ -80,7 +80,7 @@ class Command(JsonCommand):
                 )
         except RunCannotStartError as exc:
             self._cannot_start(options, exc, as_of=as_of)
-        except PayoutError as exc:
+        except (PayoutError, SchedulingError) as exc:  # a refused claim (an as-of before any onboarding)
             raise CommandError(str(exc)) from None
         if run is None:
             self._already_claimed(options, as_of=as_of, subject=payout_subject(restaurant_ids=restaurants), now=now)

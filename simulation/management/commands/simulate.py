@@ -32,7 +32,7 @@ from simulation.runner import (
     SimulationPlan,
     parse_duration,
 )
-from simulation.services import PROBE_JOBS, simulation_reset, simulation_state_counts
+from simulation.services import PROBE_JOBS, SimulationResetError, simulation_reset, simulation_state_counts
 from simulation.strategy_command import strategy_command
 from simulation.strategy_runner import add_strategy_arguments, strategy_requested
 from tiffin import clock
@@ -108,7 +108,11 @@ class Command(TiffinCommand):
             metavar="JOB",
             help=f"the job whose running run a crash or a pause hits (default {TARGET_JOB}; the demo: weekly-payouts)",
         )
-        parser.add_argument("--reset", action="store_true", help="first forget job runs, schedules and payouts")
+        parser.add_argument(
+            "--reset",
+            action="store_true",
+            help="first forget job runs and schedules (development settings only; refused while payouts exist)",
+        )
         parser.add_argument("--log-dir", help="keep each process's log here (default: a temporary directory)")
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
         add_strategy_arguments(parser)
@@ -160,7 +164,10 @@ class Command(TiffinCommand):
 
     def _prepare(self, *, reset: bool) -> None:
         if reset:
-            simulation_reset()
+            try:
+                simulation_reset(development=settings.DEBUG)
+            except SimulationResetError as error:
+                raise CommandError(f"--reset: {error}") from None
             return
         left = {what: n for what, n in simulation_state_counts().items() if n}
         if left:
