@@ -238,8 +238,9 @@ class PatroniCluster:
         leader.api("/config", method="PATCH", body={"synchronous_mode": enabled})
         query = "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'"
         wait_for(
-            lambda: (_scalar(leader.server, query) == 1) == enabled
-            and ("sync_standby" in self.roles().values()) == enabled,
+            lambda: (
+                (_scalar(leader.server, query) == 1) == enabled and ("sync_standby" in self.roles().values()) == enabled
+            ),
             timeout=timeout,
             interval=0.25,
             what=f"synchronous_mode {'on' if enabled else 'off'} on {leader.name}",
