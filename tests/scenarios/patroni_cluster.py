@@ -253,8 +253,7 @@ class PatroniCluster:
         os.kill(pid, signal.SIGKILL)
         return pid
 
-    def start(self) -> None:
-        patroni, etcd = patroni_executables()
+    def start(self, *, patroni: str, etcd: str) -> None:
         _own(self.directory)
         self._start_etcd(etcd)
         for member in self.members:
@@ -323,6 +322,7 @@ class PatroniCluster:
 def patroni_cluster() -> Iterator[PatroniCluster]:
     """A running etcd and three Patroni members, a leader and two streaming replicas (see
     the module docstring); every process stopped and the directory removed afterwards."""
+    patroni, etcd = patroni_executables()
     directory = Path(tempfile.mkdtemp(prefix="tiffin-patroni-"))
     cluster = PatroniCluster(
         directory=directory, members=[Member(name=f"m{i}", directory=directory / f"m{i}") for i in range(MEMBERS)]
@@ -334,7 +334,7 @@ def patroni_cluster() -> Iterator[PatroniCluster]:
 
     atexit.register(cleanup)  # should the block never be left (an interpreter exiting on a signal)
     try:
-        cluster.start()
+        cluster.start(patroni=patroni, etcd=etcd)
         yield cluster
     except BaseException:
         print(cluster.log_tails())
