@@ -58,6 +58,7 @@ EPOCH = 2**40
 class Recovery:
     old_leader: str
     new_leader: str
+    killed_instant: datetime  # the simulated clock's reading at the kill
     first_claim_seconds: float
     first_start_seconds: float
 
@@ -86,7 +87,6 @@ def _failover_mid_run(cluster: PatroniCluster, scenario: Scenario) -> None:
     cut_off = scenario.wait_for_run(SETTLEMENT_JOB, "running", timeout=120, attempt=1)
     cut_off_fence = scenario.db.scalar("SELECT fence FROM job_runs WHERE id = %s", [cut_off])
     claims_before = _claims(scenario.db)
-    old_tokens = _tokens(scenario.db)
     recovery, new_db = _kill_leader_and_wait(cluster, scenario, clock)
     print(
         f"failover {recovery.old_leader} -> {recovery.new_leader}: first claim on the new leader "
@@ -128,11 +128,13 @@ def _failover_mid_run(cluster: PatroniCluster, scenario: Scenario) -> None:
     attempts, fence = new_db.rows("SELECT attempts, fence FROM job_runs WHERE id = %s", [cut_off])[0]
     assert attempts >= 2 and fence // EPOCH > cut_off_fence // EPOCH, (attempts, fence, cut_off_fence)
     # 4. The fence: the new leader's tokens are above every token of the old one.
-    new_tokens = [token for token in _tokens(new_db) if token not in old_tokens]
-    assert old_tokens and new_tokens
-    assert min(new_tokens) > max(old_tokens)
-    assert min(new_tokens) // EPOCH > max(old_tokens) // EPOCH, "the epoch went up with the promotion"
-    assert len(set(_tokens(new_db))) == len(_tokens(new_db)), "a token was handed out twice"
+    started = new_db.rows("SELECT at, fence FROM job_run_events WHERE kind = 'started'")
+    before_kill = [fence for at, fence in started if at < recovery.killed_instant]
+    after_kill = [fence for at, fence in started if at > recovery.killed_instant]
+    assert before_kill and after_kill and len(before_kill) + len(after_kill) == len(started)
+    assert min(after_kill) > max(before_kill), "a token after the failover is not above every token before it"
+    assert min(after_kill) // EPOCH > max(before_kill) // EPOCH, "the epoch went up with the promotion"
+    assert len({fence for _, fence in started}) == len(started), "a token was handed out twice"
 
 
 _UNFINISHED = "SELECT count(*) FROM job_runs WHERE status IN ('enqueued', 'running')"
@@ -141,10 +143,9 @@ _UNFINISHED = "SELECT count(*) FROM job_runs WHERE status IN ('enqueued', 'runni
 def _kill_leader_and_wait(
     cluster: PatroniCluster, scenario: Scenario, clock: SimulatedTime
 ) -> tuple[Recovery, ScenarioDatabase]:
-    """SIGKILL the leader's postmaster; wait for a new leader, a claim made on it, and a run
-    started on it (a token of a higher epoch); the recovery and the new leader's database."""
+    """SIGKILL the leader's postmaster; wait for a new leader, a claim made on it and a run
+    started on it (both stamped after the kill); the recovery and the new leader's database."""
     old = cluster.leader()
-    old_epoch = max(_tokens(scenario.db)) // EPOCH
     killed_at = time.monotonic()
     killed_instant = clock.now()
     cluster.kill_postmaster(old)
@@ -158,14 +159,18 @@ def _kill_leader_and_wait(
         ):
             seen["claim"] = time.monotonic() - killed_at
         if "start" not in seen and new_db.scalar(
-            "SELECT count(*) FROM job_runs WHERE fence >= %s", [(old_epoch + 1) * EPOCH]
+            "SELECT count(*) FROM job_run_events WHERE kind = 'started' AND at > %s", [killed_instant]
         ):
             seen["start"] = time.monotonic() - killed_at
         return len(seen) == 2
 
     wait_for(recovered, timeout=180, interval=0.1, what="a claim and a start on the new leader")
     recovery = Recovery(
-        old_leader=old.name, new_leader=new.name, first_claim_seconds=seen["claim"], first_start_seconds=seen["start"]
+        old_leader=old.name,
+        new_leader=new.name,
+        killed_instant=killed_instant,
+        first_claim_seconds=seen["claim"],
+        first_start_seconds=seen["start"],
     )
     return recovery, new_db
 
@@ -187,15 +192,6 @@ def _claims(db: ScenarioDatabase) -> list[tuple[str, datetime, str]]:
     return [
         (job, tick, subject) for job, tick, subject in db.rows("SELECT job_name, scheduled_for, subject FROM job_runs")
     ]
-
-
-def _tokens(db: ScenarioDatabase) -> list[int]:
-    """Every fencing token a run was started with (a retried run's earlier tokens are in
-    its events; the charges keep the token they were written under)."""
-    rows = db.rows(
-        "SELECT fence FROM job_runs WHERE fence IS NOT NULL UNION SELECT fence FROM simulation_probe_charges"
-    )
-    return sorted(int(row[0]) for row in rows)
 
 
 def _logged_claims(scenario: Scenario) -> set[tuple[str, datetime]]:
