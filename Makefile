@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PG_URL ?= $(if $(DATABASE_URL),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/tiffin)
 SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
 
-.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare bench bench-large bench-history soak chaos up browser-deps prometheus-deps clean
+.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare bench bench-large bench-history soak chaos up browser-deps prometheus-deps failover-deps clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -71,7 +71,7 @@ lint: $(STAMP) ## ruff lint and format check
 typecheck: $(STAMP) ## mypy with django-stubs
 	$(BIN)/mypy .
 
-test-postgres: $(STAMP) scenario-deps
+test-postgres: $(STAMP) scenario-deps failover-deps
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	DATABASE_URL=$(PG_URL) $(BIN)/pytest -p no:cacheprovider
 
@@ -161,6 +161,27 @@ prometheus-deps: ## Install Debian's prometheus (promtool and the server) for th
 	else \
 	  echo "$(PROMTOOL) is missing: run 'sudo apt-get install prometheus' to run the metrics tests;"; \
 	  echo "without them they are skipped (and fail under CI=true)"; \
+	fi
+
+# The Patroni failover scenario (tests/scenarios/test_failover_patroni.py) runs a cluster of
+# its own: one etcd and three Patroni members of PostgreSQL 15 on free ports in a throwaway
+# directory. Debian's patroni and etcd-server are installed with apt when missing and we are
+# root, with policy-rc.d refusing to start their system services (the test starts its own).
+# Without them that scenario skips with the reason, except under CI=true, where it fails.
+failover-deps: ## Install Debian's patroni and etcd-server for the failover scenario if they are missing
+	@if command -v patroni >/dev/null && command -v etcd >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "Installing Debian's patroni and etcd-server for the failover scenario (apt-get)"; \
+	  policy=/usr/sbin/policy-rc.d; restore=; \
+	  if [ ! -e $$policy ]; then printf '#!/bin/sh\nexit 101\n' >$$policy && chmod +x $$policy && restore=1; fi; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      patroni etcd-server python3-etcd; } >/tmp/tiffin-failover-deps.log 2>&1 \
+	    || { tail -5 /tmp/tiffin-failover-deps.log; \
+	         echo "Could not install patroni and etcd-server: the failover scenario will be skipped (and fail under CI=true)"; }; \
+	  if [ -n "$$restore" ]; then rm -f $$policy; fi; \
+	else \
+	  echo "patroni or etcd is missing: run 'sudo apt-get install patroni etcd-server' to run the failover scenario;"; \
+	  echo "without them it is skipped (and fail under CI=true)"; \
 	fi
 
 up: $(STAMP) ## Serve the admin (gunicorn + whitenoise) and run one worker on the local database (after make demo)

@@ -147,6 +147,9 @@ def database_from_url(url: str, *, base_dir: Path) -> dict[str, Any]:
 
     Query parameters of a postgres URL become connection options (``?sslmode=require``),
     except ``disable_server_side_cursors=true``, which is for transaction-mode poolers.
+    Several hosts, as libpq takes them (``postgres://u@h1:5432,h2:5433/db?target_session_attrs=read-write``),
+    become comma-separated HOST and PORT: libpq tries each and keeps the writable one, so a
+    new connection finds a new primary after a failover.
 
     SQLite is opened in WAL mode with IMMEDIATE transactions and a busy timeout, so the
     web server, the worker and the scheduler can share one file without "database is locked".
@@ -174,8 +177,7 @@ def database_from_url(url: str, *, base_dir: Path) -> dict[str, Any]:
             "NAME": unquote(parts.path.lstrip("/")),
             "USER": unquote(parts.username or ""),
             "PASSWORD": unquote(parts.password or ""),
-            "HOST": parts.hostname or "",
-            "PORT": str(parts.port or ""),
+            **_hosts_and_ports(url, parts.netloc.rpartition("@")[2]),
             "OPTIONS": options,
             "CONN_MAX_AGE": 0,
             "DISABLE_SERVER_SIDE_CURSORS": pooled,
@@ -197,6 +199,27 @@ def database_from_url(url: str, *, base_dir: Path) -> dict[str, Any]:
             "TEST": {"NAME": str(path.with_name(f"test_{path.name}"))},
         }
     raise ImproperlyConfigured(f"DATABASE_URL {url!r}: unsupported scheme {scheme!r} (use postgres:// or sqlite:///)")
+
+
+def _hosts_and_ports(url: str, hostlist: str) -> dict[str, str]:
+    """HOST and PORT from a URL's ``host[:port][,host[:port]...]`` (``[::1]:5432`` for IPv6):
+    each a comma-separated list when there are several hosts, PORT empty when none has one."""
+    hosts: list[str] = []
+    ports: list[str] = []
+    for item in hostlist.split(","):
+        host, port = item, ""
+        if item.startswith("["):
+            host, _, rest = item[1:].partition("]")
+            port = rest.removeprefix(":")
+        elif ":" in item:
+            host, _, port = item.partition(":")
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise ImproperlyConfigured(f"DATABASE_URL {url!r}: port {port!r} is not a port number")
+        if not host and len(hostlist.split(",")) > 1:
+            raise ImproperlyConfigured(f"DATABASE_URL {url!r}: an empty host in its list of hosts")
+        hosts.append(unquote(host).lower())
+        ports.append(port)
+    return {"HOST": ",".join(hosts), "PORT": ",".join(ports) if any(ports) else ""}
 
 
 def _url_threshold(url: str, raw: str | None, *, pooled: bool) -> int | None:

@@ -119,3 +119,29 @@ def test_an_absolute_sqlite_path_stays_absolute(tmp_path):
 def test_it_refuses_a_database_url_with_an_unsupported_scheme(tmp_path, url):
     with pytest.raises(ImproperlyConfigured, match="unsupported scheme"):
         database_from_url(url, base_dir=tmp_path)
+
+
+def test_a_postgres_url_with_several_hosts_gives_libpq_its_lists_of_hosts_and_ports(tmp_path):
+    db = database_from_url(
+        "postgres://postgres@127.0.0.1:5432,127.0.0.1:5433,[::1]:5434/tiffin?target_session_attrs=read-write",
+        base_dir=tmp_path,
+    )
+    assert (db["HOST"], db["PORT"]) == ("127.0.0.1,127.0.0.1,::1", "5432,5433,5434")
+    assert (db["NAME"], db["USER"]) == ("tiffin", "postgres")
+    assert db["OPTIONS"]["target_session_attrs"] == "read-write"
+
+
+def test_a_host_without_a_port_keeps_its_place_in_the_list_of_ports(tmp_path):
+    db = database_from_url("postgres://postgres@a.internal,b.internal:6543/tiffin", base_dir=tmp_path)
+    assert (db["HOST"], db["PORT"]) == ("a.internal,b.internal", ",6543")
+
+
+@pytest.mark.parametrize("url", ["postgres://u@h1:5432,h2:port/db", "postgres://u@h1:5432,h2:70000/db"])
+def test_it_refuses_a_list_of_hosts_with_a_port_it_cannot_read(tmp_path, url):
+    with pytest.raises(ImproperlyConfigured, match="is not a port number"):
+        database_from_url(url, base_dir=tmp_path)
+
+
+def test_it_refuses_an_empty_host_in_a_list_of_hosts(tmp_path):
+    with pytest.raises(ImproperlyConfigured, match="empty host"):
+        database_from_url("postgres://u@h1:5432,,h3/db", base_dir=tmp_path)
