@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Aggregate, Count, F, Min, OuterRef, Q, QuerySet, Subquery, Sum, Value, Window
+from django.db.models import Aggregate, Count, F, Min, OuterRef, Q, QuerySet, Subquery, Sum, Window
 from django.db.models.functions import Coalesce, Lag
 
 from orders.models import Order, OrderStatus, Restaurant
@@ -23,8 +23,6 @@ from tiffin.money import cents
 # See payout_weeks_recent and payout_weeks_due: a ledger at most this far behind is paid
 # from a list of the recent weeks, without reading where each one ends first.
 SHORT_HISTORY = timedelta(weeks=8)
-# Before any delivery: "waiting since" for a restaurant never paid.
-_BEGINNING = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -447,8 +445,14 @@ class OrdersWaiting:
 
 def payout_orders_waiting(*, restaurant_ids: Sequence[int] | None = None) -> list[OrdersWaiting]:
     """Per restaurant with an open ledger, the delivered orders its next payouts will pay
-    (delivered at or after its last payout's end): what a catch-up or the admin shows as
-    waiting for their payout. One query; only restaurants with some are listed."""
+    (delivered at or after its last payout's end, or its onboarding when it has none):
+    what a catch-up or the admin shows as waiting for their payout. One query; only
+    restaurants with some are listed, in id order.
+
+    Before its onboarding a restaurant takes no order and delivers none (refused by
+    ``orders.services`` and, on PostgreSQL, a trigger), so this is every order a payout
+    will pay, and none that no payout would (such an order, written before that refusal,
+    is a problem of ``ledger_problems`` instead)."""
     restaurants = payout_open_ledgers()
     if restaurant_ids is not None:
         restaurants = restaurants.filter(id__in=restaurant_ids)
@@ -456,7 +460,7 @@ def payout_orders_waiting(*, restaurant_ids: Sequence[int] | None = None) -> lis
         restaurant=OuterRef("pk"), status=OrderStatus.DELIVERED, delivered_at__gte=OuterRef("waiting_from")
     )
     rows = (
-        restaurants.annotate(waiting_from=Coalesce(F("paid_through"), Value(_BEGINNING)))
+        restaurants.annotate(waiting_from=Coalesce(F("paid_through"), F("onboarded_at")))
         .annotate(n=_per_restaurant(waiting, Count("id")), gross=_per_restaurant(waiting, Sum("total")))
         .filter(n__gt=0)
         .order_by("id")

@@ -191,10 +191,13 @@ def _ranges(ids: list[int]) -> list[str]:
 
 
 def payout_catch_up_check(*, as_of: datetime, restaurant_ids: Sequence[int] | None, now: datetime) -> None:
-    """Refuse a catch-up that cannot be right: a future ``as_of``, or a restaurant that
-    does not exist. An inactive restaurant is paid up to the week it was deactivated in."""
+    """Refuse a catch-up that cannot be right: a future ``as_of``, a restriction too
+    scattered for a run's subject (``payout_subject``), or a restaurant that does not
+    exist. An inactive restaurant is paid up to the week it was deactivated in. The dry
+    run calls it too, so it refuses exactly what the run would."""
     if as_of > now:
         raise PayoutError(f"--as-of {as_of.isoformat()} is in the future; weeks are paid only once they are over")
+    payout_subject(restaurant_ids=restaurant_ids)
     if not restaurant_ids:
         if restaurant_ids is not None:
             raise PayoutError("no restaurant ids given")
