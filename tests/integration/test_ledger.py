@@ -43,6 +43,7 @@ from payouts.selectors import ledger_problems, payout_orders_waiting
 from payouts.services import payouts_pay_due
 from payouts.weeks import local_midnight
 from tests.engine import pay
+from tests.ledger_data import written_unguarded
 from tests.locks import wait_until_blocked
 from tiffin.tz import TZDATA_VERSION
 
@@ -87,27 +88,6 @@ def assert_every_order_paid_once(restaurant: Restaurant) -> None:
     assert [
         (a.period_end, b.period_start) for a, b in itertools.pairwise(payouts) if a.period_end != b.period_start
     ] == []
-
-
-def written_unguarded(restaurant: Restaurant, *, delivered_at: datetime, total: str) -> Order:
-    """A delivered order as a database may hold one from before the ledger's guards (a
-    bulk import, an older release): written with PostgreSQL's triggers off (the replica
-    role, in this test's transaction only); SQLite has no triggers."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SET LOCAL session_replication_role = replica")
-        order = Order.objects.create(
-            restaurant=restaurant,
-            customer_ref="imported",
-            status=OrderStatus.DELIVERED,
-            total=Decimal(total),
-            placed_at=delivered_at - timedelta(minutes=30),
-            accepted_at=delivered_at - timedelta(minutes=25),
-            delivered_at=delivered_at,
-        )
-        if connection.vendor == "postgresql":
-            cursor.execute("SET LOCAL session_replication_role = origin")
-    return order
 
 
 def restaurant_at(zone: str, onboarded_at: datetime, rate: str = "0.15") -> Restaurant:
