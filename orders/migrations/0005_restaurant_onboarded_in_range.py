@@ -9,8 +9,8 @@ lists every finished week). SQLite (development) rebuilds the table with the che
 """
 
 import datetime
+from typing import Any
 
-from django.apps.registry import Apps
 from django.db import migrations, models
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
@@ -27,15 +27,16 @@ _ADD_NOT_VALID = (
 )
 
 
-def _add(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(_ADD_NOT_VALID)
-    else:
-        schema_editor.add_constraint(apps.get_model("orders", "Restaurant"), _CONSTRAINT)
+class AddConstraintNotValidOnPostgres(migrations.AddConstraint):
+    """AddConstraint, added NOT VALID on PostgreSQL (existing rows are not checked)."""
 
-
-def _remove(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    schema_editor.remove_constraint(apps.get_model("orders", "Restaurant"), _CONSTRAINT)
+    def database_forwards(
+        self, app_label: str, schema_editor: BaseDatabaseSchemaEditor, from_state: Any, to_state: Any
+    ) -> None:
+        if schema_editor.connection.vendor == "postgresql":
+            schema_editor.execute(_ADD_NOT_VALID)
+            return
+        super().database_forwards(app_label, schema_editor, from_state, to_state)
 
 
 class Migration(migrations.Migration):
@@ -49,8 +50,5 @@ class Migration(migrations.Migration):
             name="onboarded_at",
             field=models.DateTimeField(validators=[orders.models.validate_onboarded_at]),
         ),
-        migrations.SeparateDatabaseAndState(
-            state_operations=[migrations.AddConstraint(model_name="restaurant", constraint=_CONSTRAINT)],
-            database_operations=[migrations.RunPython(_add, _remove)],
-        ),
+        AddConstraintNotValidOnPostgres(model_name="restaurant", constraint=_CONSTRAINT),
     ]

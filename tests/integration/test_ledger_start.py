@@ -41,7 +41,7 @@ from scheduling.models import JobRun, RunStatus
 from tests.engine import pay
 from tests.ledger_data import written_unguarded
 from tests.scenarios.harness import ScenarioDatabase
-from tests.scenarios.ledger import assert_ledger_correct
+from tests.scenarios.ledger import LEDGER_SEAMS, MISMATCHED_PAYOUTS, UNCOVERED_ORDERS, assert_ledger_correct
 
 pytestmark = pytest.mark.django_db
 
@@ -301,3 +301,36 @@ def test_the_dry_run_lists_waiting_restaurants_by_name(db):
         deliver(restaurant, TODAY + timedelta(hours=1))
     waiting = _catch_up("--dry-run", "--as-of", (TODAY + timedelta(hours=2)).isoformat())["waiting"]
     assert [row["restaurant_name"] for row in waiting] == sorted(names)
+
+
+# --- A zone change re-cuts a finished week not yet paid (docs/ledger.md) -----------------------
+
+
+def test_a_zone_change_recuts_a_finished_unpaid_week_and_every_order_is_paid_once(db):
+    restaurant = restaurant_create(
+        name="Moving east",
+        timezone="America/New_York",
+        commission_rate=Decimal("0.15"),
+        onboarded_at=datetime(2026, 11, 2, 5, tzinfo=UTC),
+    )
+    at = datetime(2026, 11, 2, 5, 30, tzinfo=UTC)
+    while at < datetime(2026, 11, 16, 5, tzinfo=UTC):  # New York's weeks of 2 and 9 Nov
+        deliver(restaurant, at)
+        at += timedelta(hours=3)
+    pay(datetime(2026, 11, 15, 20, 30, tzinfo=UTC))  # the week of 2 Nov
+    # The week of 9 Nov (to 16 Nov 05:00 UTC) is over, unpaid, when the zone changes.
+    Restaurant.objects.filter(pk=restaurant.pk).update(timezone="Asia/Kolkata")
+    pay(TICK_22_NOV)
+    bounds = list(
+        Payout.objects.filter(restaurant=restaurant).order_by("period_start").values_list("period_start", "period_end")
+    )
+    assert bounds[1:] == [  # cut again at Kolkata's Mondays, from where the ledger was paid
+        (datetime(2026, 11, 9, 5, tzinfo=UTC), datetime(2026, 11, 15, 18, 30, tzinfo=UTC)),
+        (datetime(2026, 11, 15, 18, 30, tzinfo=UTC), datetime(2026, 11, 22, 18, 30, tzinfo=UTC)),
+    ]
+    delivered = Order.objects.filter(restaurant=restaurant, status=OrderStatus.DELIVERED)
+    assert sum(p.order_count for p in Payout.objects.filter(restaurant=restaurant)) == delivered.count() == 112
+    assert ledger_problems(paid_as_of=None) == []
+    if connection.vendor == "postgresql":
+        oracle = _ThisTransaction()
+        assert oracle.rows(MISMATCHED_PAYOUTS) == oracle.rows(LEDGER_SEAMS) == oracle.rows(UNCOVERED_ORDERS) == []
