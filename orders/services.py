@@ -108,6 +108,8 @@ def restaurant_onboarding_errors(
     none at all once a payout was cut from it. Beside ``validate_onboarded_at``'s fixed
     range, at most ONBOARDING_AHEAD after ``now``: a later date is a typing error.
     """
+    if restaurant is not None and restaurant.pk is not None and onboarded_at == restaurant.onboarded_at:
+        return {}  # unchanged
     try:
         validate_onboarded_at(onboarded_at)
     except ValidationError as error:
@@ -115,10 +117,11 @@ def restaurant_onboarding_errors(
     when = f"{onboarded_at:%Y-%m-%d %H:%M} UTC"
     if onboarded_at > now + ONBOARDING_AHEAD:
         return {"onboarded_at": f"onboarding {when} is more than {ONBOARDING_AHEAD.days} days ahead"}
-    if restaurant is None or restaurant.pk is None or onboarded_at == restaurant.onboarded_at:
+    if restaurant is None or restaurant.pk is None:
         return {}
     if restaurant_paid_through(restaurant_id=restaurant.pk) is not None:
         return {"onboarded_at": f"restaurant {restaurant.pk} has payouts, which start at its onboarding: it is fixed"}
+    # Never paid, so a young restaurant: its orders by the foreign key's index, sorted.
     first = restaurant.orders.order_by("placed_at").values_list("placed_at", flat=True).first()
     if first is not None and onboarded_at > first:
         return {
