@@ -197,11 +197,11 @@ def payout_catch_up_check(*, as_of: datetime, restaurant_ids: Sequence[int] | No
     run calls it too, so it refuses exactly what the run would."""
     if as_of > now:
         raise PayoutError(f"--as-of {as_of.isoformat()} is in the future; weeks are paid only once they are over")
-    payout_subject(restaurant_ids=restaurant_ids)
     if not restaurant_ids:
         if restaurant_ids is not None:
             raise PayoutError("no restaurant ids given")
         return
+    payout_subject(restaurant_ids=restaurant_ids)
     found = set(Restaurant.objects.filter(id__in=restaurant_ids).values_list("id", flat=True))
     missing = sorted(set(restaurant_ids) - found)
     if missing:
