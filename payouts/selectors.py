@@ -23,6 +23,8 @@ from tiffin.money import cents
 # See payout_weeks_recent and payout_weeks_due: a ledger at most this far behind is paid
 # from a list of the recent weeks, without reading where each one ends first.
 SHORT_HISTORY = timedelta(weeks=8)
+# Longer than any business period: a week of local Mondays, a DST hour, and a margin.
+LEDGER_BEHIND = timedelta(days=8)
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,28 @@ def _per_restaurant(rows: QuerySet[Any], aggregate: Aggregate) -> Subquery:
     """``aggregate`` over ``rows`` (filtered on the outer restaurant), one value per
     outer row: a correlated subquery, not a join and GROUP BY over the whole table."""
     return Subquery(rows.order_by().values("restaurant_id").annotate(value=aggregate).values("value"))
+
+
+def payout_ledgers_behind(*, restaurant_ids: Sequence[int] | None, as_of: datetime) -> list[int]:
+    """The open ledgers (of ``restaurant_ids``, None: all) that surely still have a
+    finished period unpaid as of ``as_of``, in id order: after a pass, none.
+
+    A ledger's next period starts at ``paid_through``, or at the latest at the onboarding
+    when it has none, and ends at its zone's next local Monday 00:00, at most a week and
+    a DST hour later; so one that starts LEDGER_BEHIND plus the settlement delay before
+    ``as_of`` (and before the restaurant's deactivation) is finished and due. Sure, not
+    exact (a ledger one period behind can pass): the net for a pass that stops far short.
+    """
+    delay = timedelta(seconds=settings.PAYOUT_SETTLEMENT_DELAY_SECONDS)
+    ledgers = (
+        payout_open_ledgers()
+        .annotate(next_start=Coalesce(F("paid_through"), F("onboarded_at")))
+        .filter(next_start__lte=as_of - LEDGER_BEHIND - delay)
+        .filter(Q(deactivated_at__isnull=True) | Q(next_start__lt=F("deactivated_at")))
+    )
+    if restaurant_ids is not None:
+        ledgers = ledgers.filter(id__in=restaurant_ids)
+    return list(ledgers.order_by("id").values_list("id", flat=True))
 
 
 def payout_batches(*, ids: list[int], restricted: bool, size: int | None = None) -> list[sql.RestaurantBatch]:

@@ -270,7 +270,7 @@ def test_a_restaurant_onboarded_in_1975_is_paid_to_the_end_in_one_catch_up():
     assert_independent_check(as_of=as_of)
     second = _catch_up("--as-of", (as_of + timedelta(hours=1)).isoformat())
     assert (second["status"], second["payouts"]) == (RunStatus.SUCCEEDED, [])
-    assert JobRun.objects.filter(status=RunStatus.SUCCEEDED).count() == 2
+    assert JobRun.objects.filter(job_name="weekly-payouts", status=RunStatus.SUCCEEDED).count() == 2
 
 
 # --- The dry run refuses what the run refuses, and lists waiting orders by name ---------------
@@ -334,3 +334,32 @@ def test_a_zone_change_recuts_a_finished_unpaid_week_and_every_order_is_paid_onc
     if connection.vendor == "postgresql":
         oracle = _ThisTransaction()
         assert oracle.rows(MISMATCHED_PAYOUTS) == oracle.rows(LEDGER_SEAMS) == oracle.rows(UNCOVERED_ORDERS) == []
+
+
+def test_a_pass_that_stops_short_fails_and_says_why_and_its_retry_pays_the_rest(db, monkeypatch):
+    """The net under the pass: with the week lists cut short again (at 1,000 weeks here;
+    the cap was 2,600), the run that pays a ledger from 2000 ends failed, naming the
+    restaurant, instead of succeeding with orders unpaid; the next run pays the rest."""
+    import payouts.selectors
+    from payouts.weeks import weeks_finished
+
+    def cut_short(**kwargs: Any) -> list[Any]:
+        return weeks_finished(**kwargs)[:1000]
+
+    old = restaurant_create(
+        name="Since 2000",
+        timezone="Europe/London",
+        commission_rate=Decimal("0.15"),
+        onboarded_at=datetime(2000, 1, 3, 12, tzinfo=UTC),
+    )
+    deliver(old, datetime(2026, 10, 20, 12, tzinfo=UTC), "40.00")
+    as_of = datetime(2026, 11, 2, 21, tzinfo=UTC)
+    monkeypatch.setattr(payouts.selectors, "weeks_finished", cut_short)
+    stopped = f"the pass stopped short: it wrote 1000 payouts, and restaurant {old.pk} still has finished weeks"
+    with pytest.raises(CommandError, match=stopped):
+        _catch_up("--as-of", as_of.isoformat())
+    assert JobRun.objects.get(job_name="weekly-payouts").status == RunStatus.FAILED
+    monkeypatch.undo()
+    assert _catch_up("--as-of", (as_of + timedelta(minutes=1)).isoformat())["status"] == RunStatus.SUCCEEDED
+    assert sum(p.gross for p in Payout.objects.filter(restaurant=old)) == Decimal("40.00")
+    assert_independent_check(as_of=as_of)
