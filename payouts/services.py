@@ -117,7 +117,9 @@ def payouts_pay_due(
 
 
 def _refuse_stopping_short(*, restaurant_ids: Sequence[int] | None, as_of: datetime, written: int) -> None:
-    behind = payout_ledgers_behind(restaurant_ids=restaurant_ids, as_of=as_of)
+    with transaction.atomic():
+        jit_off()  # the same paid_through probe per restaurant as the pass's first query
+        behind = payout_ledgers_behind(restaurant_ids=restaurant_ids, as_of=as_of)
     if behind:
         shown = ", ".join(map(str, behind[:10])) + (f" and {len(behind) - 10} more" if len(behind) > 10 else "")
         raise PayoutError(
