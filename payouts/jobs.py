@@ -14,7 +14,7 @@ from django.conf import settings
 
 from payouts.models import PAYOUT_JOB
 from payouts.selectors import ledger_problems, payout_paid_as_of, payout_totals, payouts_of_run
-from payouts.services import BatchProgress, payout_subject_parse, payouts_pay_due
+from payouts.services import BatchProgress, payout_pass_check_complete, payout_subject_parse, payouts_pay_due
 from scheduling.context import RunContext
 from scheduling.models import Misfire, Overlap, ProblemKind
 from scheduling.monitoring import CheckWindow, Problem, invariant
@@ -42,6 +42,8 @@ def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
 
     The rows' ``created_at`` is the clock time read here, at the edge, once: when the
     run wrote them. The business time is ``scheduled_for``, which decides what is paid.
+    A pass that left a ledger far behind ends the run failed, naming it
+    (``payout_pass_check_complete``), so it is retried rather than called a success.
     """
     now = clock.now()
 
@@ -56,15 +58,17 @@ def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
             progress.written,
         )
 
+    restaurant_ids = payout_subject_parse(ctx.subject)
     result = payouts_pay_due(
         as_of=ctx.scheduled_for,
         fence=ctx.fence,
         job_run_id=ctx.run_id,
         now=now,
-        restaurant_ids=payout_subject_parse(ctx.subject),
+        restaurant_ids=restaurant_ids,
         on_batch=on_batch,
         batch_size=settings.PAYOUT_BATCH_SIZE,
     )
+    payout_pass_check_complete(restaurant_ids=restaurant_ids, as_of=ctx.scheduled_for, written=result.written)
     totals = payout_totals(payouts=payouts_of_run(run_id=ctx.run_id))
     return {
         "as_of": ctx.scheduled_for.isoformat(),

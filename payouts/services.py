@@ -92,11 +92,6 @@ def payouts_pay_due(
     the rows (when they were written) and the fence row's ``updated_at``. ``restaurant_ids``
     restricts the pass (None means every active restaurant); ``batch_size`` is
     restaurants per transaction (None: the PAYOUT_BATCH_SIZE setting).
-
-    A pass pays every finished week. If it ever stopped short, a restaurant still far
-    behind afterwards (``payout_ledgers_behind``) makes it raise PayoutError naming
-    them: the run ends failed, saying why, and is retried, instead of succeeding with
-    orders unpaid. What the batches wrote stays (each committed on its own).
     """
     size = batch_size or settings.PAYOUT_BATCH_SIZE
     partitions_ensure(now=now)
@@ -112,21 +107,7 @@ def payouts_pay_due(
         written += _pay_batch(batch=batch, listed=listed, as_of=as_of, fence=fence, job_run_id=job_run_id, now=now)
         if on_batch is not None:
             on_batch(BatchProgress(number, len(batches), min(number * size, len(ids)), len(ids), written))
-    _refuse_stopping_short(restaurant_ids=restaurant_ids, as_of=as_of, written=written)
     return PayoutPassResult(restaurants=len(ids), batches=len(batches), written=written)
-
-
-def _refuse_stopping_short(*, restaurant_ids: Sequence[int] | None, as_of: datetime, written: int) -> None:
-    with transaction.atomic():
-        jit_off()  # the same paid_through probe per restaurant as the pass's first query
-        behind = payout_ledgers_behind(restaurant_ids=restaurant_ids, as_of=as_of)
-    if behind:
-        shown = ", ".join(map(str, behind[:10])) + (f" and {len(behind) - 10} more" if len(behind) > 10 else "")
-        raise PayoutError(
-            f"the pass stopped short: it wrote {written} payouts, and restaurant {shown} still "
-            f"{'has' if len(behind) == 1 else 'have'} finished weeks unpaid as of {as_of.isoformat()}; "
-            "the run fails so that it is retried"
-        )
 
 
 def _pay_batch(
@@ -258,3 +239,26 @@ def payout_catch_up_execute(
         subject=payout_subject(restaurant_ids=restaurant_ids),
         on_batch=on_batch,
     )
+
+
+# --- After a pass ----------------------------------------------------------------------
+
+
+def payout_pass_check_complete(*, restaurant_ids: Sequence[int] | None, as_of: datetime, written: int) -> None:
+    """Raise PayoutError if a pass as of ``as_of`` over ``restaurant_ids`` (None: all)
+    that wrote ``written`` payouts left a ledger far behind (``payout_ledgers_behind``).
+
+    A pass pays every finished week; this is the net in case one ever stops short: the
+    run then ends failed, saying why and naming them, and is retried, instead of
+    succeeding with orders unpaid. What the pass's batches wrote stays.
+    """
+    with transaction.atomic():
+        jit_off()  # the same paid_through probe per restaurant as the pass's first query
+        behind = payout_ledgers_behind(restaurant_ids=restaurant_ids, as_of=as_of)
+    if behind:
+        shown = ", ".join(map(str, behind[:10])) + (f" and {len(behind) - 10} more" if len(behind) > 10 else "")
+        raise PayoutError(
+            f"the pass stopped short: it wrote {written} payouts, and restaurant {shown} still "
+            f"{'has' if len(behind) == 1 else 'have'} finished weeks unpaid as of {as_of.isoformat()}; "
+            "the run fails so that it is retried"
+        )
