@@ -28,6 +28,7 @@ from orders.services import (
     order_reject,
     rate_change_errors,
     restaurant_deactivate,
+    restaurant_onboarding_errors,
     restaurant_rate_change,
     restaurant_reactivate,
 )
@@ -38,10 +39,11 @@ if TYPE_CHECKING:
     _RestaurantAdmin = admin.ModelAdmin[Restaurant]
     _OrderAdmin = admin.ModelAdmin[Order]
     _RateChangeForm = forms.ModelForm[CommissionRateChange]
+    _RestaurantForm = forms.ModelForm[Restaurant]
     _RateChangeInline = admin.TabularInline[CommissionRateChange, Restaurant]
 else:  # ModelAdmin, ModelForm and TabularInline are generic only in django-stubs
     _RestaurantAdmin = _OrderAdmin = admin.ModelAdmin
-    _RateChangeForm = forms.ModelForm
+    _RateChangeForm = _RestaurantForm = forms.ModelForm
     _RateChangeInline = admin.TabularInline
 
 _OrderService = Callable[..., Order]
@@ -72,6 +74,26 @@ class RateChangeForm(_RateChangeForm):
         return data
 
 
+class RestaurantForm(_RestaurantForm):
+    """The restaurant's fields; its onboarding is checked by the service's rules (in
+    range, not past an order, fixed once paid), so the ledger never starts after an order."""
+
+    class Meta:
+        model = Restaurant
+        fields = "__all__"
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if "onboarded_at" in data and "onboarded_at" in self.fields:
+            restaurant = self.instance if self.instance.pk is not None else None
+            errors = restaurant_onboarding_errors(
+                restaurant=restaurant, onboarded_at=data["onboarded_at"], now=clock.now()
+            )
+            for field, message in errors.items():
+                self.add_error(field, message)
+        return data
+
+
 class RateChangeInline(_RateChangeInline):
     model = CommissionRateChange
     form = RateChangeForm
@@ -91,6 +113,7 @@ class RestaurantAdmin(_RestaurantAdmin):
     list_filter = ("timezone", "is_active")
     search_fields = ("name",)
     date_hierarchy = "onboarded_at"
+    form = RestaurantForm
     inlines = (RateChangeInline,)
     actions = ("deactivate", "reactivate")
 

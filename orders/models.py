@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -21,6 +23,20 @@ STALE_CANCEL_REASON = "not accepted in time"
 # 214,748,364,700,000.00, which ``Payout.gross`` (numeric(17, 2)) holds. The ledger's money
 # columns therefore cannot overflow on orders taken under this limit (docs/ledger.md).
 ORDER_TOTAL_MAX = Decimal("100000.00")
+# The range an onboarding instant may take: [ONBOARDED_FROM, ONBOARDED_BEFORE). A payout
+# pass pays every finished week from a ledger's start, so the start bounds its work; a
+# date typed wrong (1975, 2207) would otherwise mean thousands of weekly payouts.
+ONBOARDED_FROM = datetime(2000, 1, 1, tzinfo=UTC)
+ONBOARDED_BEFORE = datetime(2100, 1, 1, tzinfo=UTC)
+
+
+def validate_onboarded_at(value: datetime) -> None:
+    """Refuse an onboarding instant outside [ONBOARDED_FROM, ONBOARDED_BEFORE)."""
+    if not ONBOARDED_FROM <= value < ONBOARDED_BEFORE:
+        raise ValidationError(
+            f"onboarding {value:%Y-%m-%d %H:%M} UTC is out of range: a restaurant is onboarded from "
+            f"{ONBOARDED_FROM:%Y-%m-%d} to before {ONBOARDED_BEFORE:%Y-%m-%d} (UTC)"
+        )
 
 
 class Restaurant(models.Model):
@@ -31,7 +47,9 @@ class Restaurant(models.Model):
     # change is a CommissionRateChange taking effect at an instant (payouts pay each week
     # at the rate in force when it began).
     commission_rate = models.DecimalField(max_digits=5, decimal_places=4)
-    onboarded_at = models.DateTimeField()
+    # Where its ledger starts (the start of this instant's business week): no order is
+    # placed or delivered before it (orders.services; a trigger on PostgreSQL).
+    onboarded_at = models.DateTimeField(validators=[validate_onboarded_at])
     # Inactive restaurants take no orders; their ledger stays open until the week they
     # were deactivated in is paid. Both move together (orders.services).
     is_active = models.BooleanField(default=True)
@@ -48,6 +66,11 @@ class Restaurant(models.Model):
                 condition=Q(is_active=True, deactivated_at__isnull=True)
                 | Q(is_active=False, deactivated_at__isnull=False),
                 name="restaurant_inactive_since_deactivation",
+            ),
+            # validate_onboarded_at, for every path (migration orders/0005).
+            models.CheckConstraint(
+                condition=Q(onboarded_at__gte=ONBOARDED_FROM) & Q(onboarded_at__lt=ONBOARDED_BEFORE),
+                name="restaurant_onboarded_in_range",
             ),
         ]
 

@@ -57,6 +57,7 @@ from orders.models import (
     Order,
     OrderStatus,
     Restaurant,
+    validate_onboarded_at,
 )
 from orders.selectors import order_status_get, restaurant_paid_through
 from scheduling.selectors import run_in_flight_exists
@@ -70,6 +71,8 @@ logger = logging.getLogger("orders")
 _NAME_MAX = Restaurant._meta.get_field("name").max_length or 200
 _CUSTOMER_REF_MAX = Order._meta.get_field("customer_ref").max_length or 64
 _REASON_MAX = Order._meta.get_field("cancel_reason").max_length or 200
+# How far ahead an onboarding may be entered (restaurant_onboarding_errors).
+ONBOARDING_AHEAD = timedelta(days=366)
 
 
 @dataclass(frozen=True)
@@ -89,14 +92,53 @@ _CANCEL = _Transition("cancelled", (OrderStatus.PLACED,), OrderStatus.CANCELLED,
 
 
 def restaurant_create(*, name: str, timezone: str, commission_rate: Decimal, onboarded_at: datetime) -> Restaurant:
-    """Create a restaurant; a bad name, zone or rate raises ValidationError (per field)."""
+    """Create a restaurant; a bad name, zone, rate or onboarding instant (out of
+    ``orders.models.validate_onboarded_at``'s range) raises ValidationError (per field)."""
     require_aware(onboarded_at, "onboarded_at")
     errors = _restaurant_errors(name=name, timezone=timezone, commission_rate=commission_rate)
+    try:
+        validate_onboarded_at(onboarded_at)
+    except ValidationError as error:
+        errors["onboarded_at"] = error.messages[0]
     if errors:
         raise ValidationError(errors)
     return Restaurant.objects.create(
         name=name.strip(), timezone=timezone, commission_rate=commission_rate, onboarded_at=onboarded_at
     )
+
+
+def restaurant_onboarding_errors(
+    *, restaurant: Restaurant | None, onboarded_at: datetime, now: datetime
+) -> dict[str, str]:
+    """Why ``onboarded_at`` would be refused for ``restaurant`` (None: a new one), per
+    field (the admin shows them on its form).
+
+    The ledger starts with the onboarding, so it may not leave an order before it: no
+    move past the restaurant's first order (placed_at, which precedes any delivery), and
+    none at all once a payout was cut from it. Beside ``validate_onboarded_at``'s fixed
+    range, at most ONBOARDING_AHEAD after ``now``: a later date is a typing error.
+    """
+    if restaurant is not None and restaurant.pk is not None and onboarded_at == restaurant.onboarded_at:
+        return {}  # unchanged
+    try:
+        validate_onboarded_at(onboarded_at)
+    except ValidationError as error:
+        return {"onboarded_at": error.messages[0]}
+    when = f"{onboarded_at:%Y-%m-%d %H:%M} UTC"
+    if onboarded_at > now + ONBOARDING_AHEAD:
+        return {"onboarded_at": f"onboarding {when} is more than {ONBOARDING_AHEAD.days} days ahead"}
+    if restaurant is None or restaurant.pk is None:
+        return {}
+    if restaurant_paid_through(restaurant_id=restaurant.pk) is not None:
+        return {"onboarded_at": f"restaurant {restaurant.pk} has payouts, which start at its onboarding: it is fixed"}
+    # Never paid, so a young restaurant: its orders by the foreign key's index, sorted.
+    first = restaurant.orders.order_by("placed_at").values_list("placed_at", flat=True).first()
+    if first is not None and onboarded_at > first:
+        return {
+            "onboarded_at": f"restaurant {restaurant.pk} has an order placed at {first:%Y-%m-%d %H:%M:%S} UTC; "
+            f"onboarding at {when} would leave it before the ledger's start, never paid"
+        }
+    return {}
 
 
 def order_place(*, restaurant: Restaurant, customer_ref: str, total: Decimal, now: datetime) -> Order:
@@ -110,6 +152,11 @@ def order_place(*, restaurant: Restaurant, customer_ref: str, total: Decimal, no
         raise ValidationError(errors)
     if not restaurant.is_active:
         raise OrderError(f"restaurant {restaurant.pk} ({restaurant.name}) is not taking orders: it is inactive")
+    if now < restaurant.onboarded_at:
+        raise OrderError(
+            f"restaurant {restaurant.pk} ({restaurant.name}) takes orders from its onboarding at "
+            f"{restaurant.onboarded_at:%Y-%m-%d %H:%M} UTC, not at {now:%Y-%m-%d %H:%M} UTC"
+        )
     deadline = order_accept_deadline(placed_at=now)
     row, run = run_schedule_delayed_with_subject(
         job_name=CANCEL_STALE_ORDER_JOB,
@@ -171,7 +218,9 @@ def order_deliver(*, order_id: int, now: datetime) -> Order:
     paid for: the payout is written and immutable, so the order would never be paid (on
     PostgreSQL the orders_order_payout_guard triggers refuse it too, race-free against a
     payout being written; their refusal is raised as the same LedgerError). Refused too
-    once the restaurant is deactivated: its ledger closes with the week of its deactivation.
+    before the restaurant's onboarding, where its ledger starts (no payout would ever cover
+    it), and once the restaurant is deactivated: its ledger closes with the week of its
+    deactivation.
     """
     require_aware(now, "now")
     try:
@@ -211,6 +260,12 @@ def _refuse_unpayable_delivery(order: Order, *, now: datetime) -> None:
             f"order {order.pk} cannot be delivered: restaurant {restaurant.pk} was deactivated at "
             f"{restaurant.deactivated_at:%Y-%m-%d %H:%M} UTC and its ledger closes with that week; "
             "reactivate it to deliver"
+        )
+    if now < restaurant.onboarded_at:
+        raise LedgerError(
+            f"order {order.pk} cannot be delivered at {now:%Y-%m-%d %H:%M:%S} UTC: restaurant {restaurant.pk} "
+            f"is onboarded at {restaurant.onboarded_at:%Y-%m-%d %H:%M} UTC, where its ledger starts, so it "
+            "would never be paid"
         )
     paid_through = restaurant_paid_through(restaurant_id=restaurant.pk)
     if paid_through is not None and now < paid_through:

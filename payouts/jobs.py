@@ -22,7 +22,13 @@ from payouts.selectors import (
     payout_totals,
     payouts_of_run,
 )
-from payouts.services import BatchProgress, PayoutPassResult, payout_subject_parse, payouts_pay_due
+from payouts.services import (
+    BatchProgress,
+    PayoutPassResult,
+    payout_pass_check_complete,
+    payout_subject_parse,
+    payouts_pay_due,
+)
 from scheduling.alerts import problems_deliver
 from scheduling.context import RunContext
 from scheduling.models import Misfire, Overlap, ProblemKind
@@ -59,7 +65,9 @@ def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
     The rows' ``created_at`` is the clock time read here, at the edge, once: when the
     run wrote them. The business time is ``scheduled_for``, which decides what is paid.
     A restaurant the database refuses to pay is isolated and the others are paid; the
-    run then ends failed, naming it (``_unpaid_fail``).
+    run then ends failed, naming it (``_unpaid_fail``). A pass that left a ledger far
+    behind ends the run failed too, naming it (``payout_pass_check_complete``), so it is
+    retried rather than called a success.
     """
     now = clock.now()
 
@@ -74,17 +82,19 @@ def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
             progress.written,
         )
 
+    restaurant_ids = payout_subject_parse(ctx.subject)
     result = payouts_pay_due(
         as_of=ctx.scheduled_for,
         fence=ctx.fence,
         job_run_id=ctx.run_id,
         now=now,
-        restaurant_ids=payout_subject_parse(ctx.subject),
+        restaurant_ids=restaurant_ids,
         on_batch=on_batch,
         batch_size=settings.PAYOUT_BATCH_SIZE,
     )
     if result.unpaid:
         _unpaid_fail(ctx, result=result, now=now)
+    payout_pass_check_complete(restaurant_ids=restaurant_ids, as_of=ctx.scheduled_for, written=result.written)
     totals = payout_totals(payouts=payouts_of_run(run_id=ctx.run_id))
     return {
         "as_of": ctx.scheduled_for.isoformat(),

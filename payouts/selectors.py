@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Aggregate, Count, F, Min, OuterRef, Q, QuerySet, Subquery, Sum, Value, Window
+from django.db.models import Aggregate, Count, F, Min, OuterRef, Q, QuerySet, Subquery, Sum, Window
 from django.db.models.functions import Coalesce, Lag
 
 from orders.models import CommissionRateChange, Order, OrderStatus, Restaurant
@@ -23,8 +23,8 @@ from tiffin.money import cents
 # See payout_weeks_recent and payout_weeks_due: a ledger at most this far behind is paid
 # from a list of the recent weeks, without reading where each one ends first.
 SHORT_HISTORY = timedelta(weeks=8)
-# Before any delivery: "waiting since" for a restaurant never paid.
-_BEGINNING = datetime(2000, 1, 1, tzinfo=UTC)
+# Longer than any business period: a week of local Mondays, a DST hour, and a margin.
+LEDGER_BEHIND = timedelta(days=8)
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,28 @@ def _per_restaurant(rows: QuerySet[Any], aggregate: Aggregate) -> Subquery:
     """``aggregate`` over ``rows`` (filtered on the outer restaurant), one value per
     outer row: a correlated subquery, not a join and GROUP BY over the whole table."""
     return Subquery(rows.order_by().values("restaurant_id").annotate(value=aggregate).values("value"))
+
+
+def payout_ledgers_behind(*, restaurant_ids: Sequence[int] | None, as_of: datetime) -> list[int]:
+    """The open ledgers (of ``restaurant_ids``, None: all) that surely still have a
+    finished period unpaid as of ``as_of``, in id order: after a pass, none.
+
+    A ledger's next period starts at ``paid_through``, or at the latest at the onboarding
+    when it has none, and ends at its zone's next local Monday 00:00, at most a week and
+    a DST hour later; so one that starts LEDGER_BEHIND plus the settlement delay before
+    ``as_of`` (and before the restaurant's deactivation) is finished and due. Sure, not
+    exact (a ledger one period behind can pass): the net for a pass that stops far short.
+    """
+    delay = timedelta(seconds=settings.PAYOUT_SETTLEMENT_DELAY_SECONDS)
+    ledgers = (
+        payout_open_ledgers()
+        .annotate(next_start=Coalesce(F("paid_through"), F("onboarded_at")))
+        .filter(next_start__lte=as_of - LEDGER_BEHIND - delay)
+        .filter(Q(deactivated_at__isnull=True) | Q(next_start__lt=F("deactivated_at")))
+    )
+    if restaurant_ids is not None:
+        ledgers = ledgers.filter(id__in=restaurant_ids)
+    return list(ledgers.order_by("id").values_list("id", flat=True))
 
 
 def payout_batches(*, ids: list[int], restricted: bool, size: int | None = None) -> list[sql.RestaurantBatch]:
@@ -447,8 +469,14 @@ class OrdersWaiting:
 
 def payout_orders_waiting(*, restaurant_ids: Sequence[int] | None = None) -> list[OrdersWaiting]:
     """Per restaurant with an open ledger, the delivered orders its next payouts will pay
-    (delivered at or after its last payout's end): what a catch-up or the admin shows as
-    waiting for their payout. One query; only restaurants with some are listed."""
+    (delivered at or after its last payout's end, or its onboarding when it has none):
+    what a catch-up or the admin shows as waiting for their payout. One query; only
+    restaurants with some are listed, in id order.
+
+    Before its onboarding a restaurant takes no order and delivers none (refused by
+    ``orders.services`` and, on PostgreSQL, a trigger), so this is every order a payout
+    will pay, and none that no payout would (such an order, written before that refusal,
+    is a problem of ``ledger_problems`` instead)."""
     restaurants = payout_open_ledgers()
     if restaurant_ids is not None:
         restaurants = restaurants.filter(id__in=restaurant_ids)
@@ -456,7 +484,7 @@ def payout_orders_waiting(*, restaurant_ids: Sequence[int] | None = None) -> lis
         restaurant=OuterRef("pk"), status=OrderStatus.DELIVERED, delivered_at__gte=OuterRef("waiting_from")
     )
     rows = (
-        restaurants.annotate(waiting_from=Coalesce(F("paid_through"), Value(_BEGINNING)))
+        restaurants.annotate(waiting_from=Coalesce(F("paid_through"), F("onboarded_at")))
         .annotate(n=_per_restaurant(waiting, Count("id")), gross=_per_restaurant(waiting, Sum("total")))
         .filter(n__gt=0)
         .order_by("id")

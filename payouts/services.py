@@ -47,6 +47,7 @@ from payouts.selectors import (
     LedgerHoldings,
     ledger_holdings,
     payout_batches,
+    payout_ledgers_behind,
     payout_restaurant_ids,
     payout_weeks_due,
     payout_weeks_recent,
@@ -295,14 +296,17 @@ def _ranges(ids: list[int]) -> list[str]:
 
 
 def payout_catch_up_check(*, as_of: datetime, restaurant_ids: Sequence[int] | None, now: datetime) -> None:
-    """Refuse a catch-up that cannot be right: a future ``as_of``, or a restaurant that
-    does not exist. An inactive restaurant is paid up to the week it was deactivated in."""
+    """Refuse a catch-up that cannot be right: a future ``as_of``, a restriction too
+    scattered for a run's subject (``payout_subject``), or a restaurant that does not
+    exist. An inactive restaurant is paid up to the week it was deactivated in. The dry
+    run calls it too, so it refuses exactly what the run would."""
     if as_of > now:
         raise PayoutError(f"--as-of {as_of.isoformat()} is in the future; weeks are paid only once they are over")
     if not restaurant_ids:
         if restaurant_ids is not None:
             raise PayoutError("no restaurant ids given")
         return
+    payout_subject(restaurant_ids=restaurant_ids)
     found = set(Restaurant.objects.filter(id__in=restaurant_ids).values_list("id", flat=True))
     missing = sorted(set(restaurant_ids) - found)
     if missing:
@@ -334,3 +338,26 @@ def payout_catch_up_execute(
         subject=payout_subject(restaurant_ids=restaurant_ids),
         on_batch=on_batch,
     )
+
+
+# --- After a pass ----------------------------------------------------------------------
+
+
+def payout_pass_check_complete(*, restaurant_ids: Sequence[int] | None, as_of: datetime, written: int) -> None:
+    """Raise PayoutError if a pass as of ``as_of`` over ``restaurant_ids`` (None: all)
+    that wrote ``written`` payouts left a ledger far behind (``payout_ledgers_behind``).
+
+    A pass pays every finished week; this is the net in case one ever stops short: the
+    run then ends failed, saying why and naming them, and is retried, instead of
+    succeeding with orders unpaid. What the pass's batches wrote stays.
+    """
+    with transaction.atomic():
+        jit_off()  # the same paid_through probe per restaurant as the pass's first query
+        behind = payout_ledgers_behind(restaurant_ids=restaurant_ids, as_of=as_of)
+    if behind:
+        shown = ", ".join(map(str, behind[:10])) + (f" and {len(behind) - 10} more" if len(behind) > 10 else "")
+        raise PayoutError(
+            f"the pass stopped short: it wrote {written} payouts, and restaurant {shown} still "
+            f"{'has' if len(behind) == 1 else 'have'} finished weeks unpaid as of {as_of.isoformat()}; "
+            "the run fails so that it is retried"
+        )

@@ -13,9 +13,6 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-# Guard against a runaway loop on a bad input (an onboarding date centuries ago).
-MAX_WEEKS = 52 * 50
-
 
 @dataclass(frozen=True)
 class BusinessWeek:
@@ -64,10 +61,15 @@ def weeks_finished(
 ) -> list[BusinessWeek]:
     """The weeks of ``timezone`` from the one containing ``since`` to the last one
     finished as of ``as_of``: a week is finished when its end plus ``settlement_delay``
-    is at or before ``as_of``."""
+    is at or before ``as_of``.
+
+    Every one of them, however many: a payout pass pays what this lists, and a list cut
+    short would end the pass with finished weeks unpaid and nothing said. What bounds it
+    is the input: onboarding instants are in a fixed range (``orders.models``).
+    """
     weeks: list[BusinessWeek] = []
     week = week_of(since, timezone)
-    while week.period_end + settlement_delay <= as_of and len(weeks) < MAX_WEEKS:
+    while week.period_end + settlement_delay <= as_of:
         weeks.append(week)
         week = week_starting(week.week_start_local + timedelta(days=7), timezone)
     return weeks

@@ -116,7 +116,12 @@ class OrderTraffic:
         return min(MAX_NAP, max(clock.real_seconds((min(pending) - now).total_seconds()), 0.0))
 
     def place_one(self, *, now: datetime) -> None:
-        restaurant = self.rng.choice(self.restaurants)
+        # Only restaurants already onboarded take orders (order_place refuses the others).
+        open_now = [restaurant for restaurant in self.restaurants if restaurant.onboarded_at <= now]
+        if not open_now:
+            self.report.counts["no_restaurant_onboarded"] += 1
+            return
+        restaurant = self.rng.choice(open_now)
         total = Decimal(self.rng.randrange(850, 8500)).scaleb(-2)  # whole cents
         order = order_place(
             restaurant=restaurant, customer_ref=f"rush-{self.rng.randrange(10**5):05d}", total=total, now=now

@@ -44,6 +44,7 @@ from payouts.services import payouts_pay_due
 from payouts.weeks import local_midnight
 from tests.database_clock import database_clock_at
 from tests.engine import pay
+from tests.ledger_data import written_unguarded
 from tests.locks import wait_until_blocked
 from tiffin.tz import TZDATA_VERSION
 
@@ -127,7 +128,7 @@ def test_a_payout_cut_with_other_zone_data_is_continued_without_a_gap():
     package_week_end = local_midnight(date(2026, 11, 2), ZoneInfo("America/Vancouver"))
     if os_week_end == package_week_end:
         pytest.skip("the OS zone data agrees with the package for this week")
-    vancouver = restaurant_at("America/Vancouver", datetime(2026, 10, 26, 12, tzinfo=UTC))
+    vancouver = restaurant_at("America/Vancouver", datetime(2026, 10, 26, 7, tzinfo=UTC))
     hourly(vancouver, datetime(2026, 10, 26, 7, tzinfo=UTC), datetime(2026, 11, 9, 8, tzinfo=UTC))
     Payout.objects.create(  # what the other server paid: the week of 26 Oct by its data
         restaurant=vancouver,
@@ -158,8 +159,8 @@ def test_a_payout_cut_with_other_zone_data_is_continued_without_a_gap():
     ("before", "after"), [("America/New_York", "Asia/Kolkata"), ("Asia/Kolkata", "America/New_York")]
 )
 def test_a_zone_changed_after_payouts_leaves_no_order_unpaid(before, after):
-    restaurant = restaurant_at(before, datetime(2026, 11, 2, 12, tzinfo=UTC))
-    # From the start of the onboarding week in either zone (05:00 UTC in New York).
+    # Onboarded at the start of its week in New York (05:00 UTC), Monday 10:30 in Kolkata.
+    restaurant = restaurant_at(before, datetime(2026, 11, 2, 5, tzinfo=UTC))
     hourly(restaurant, datetime(2026, 11, 2, 5, tzinfo=UTC), datetime(2026, 11, 16, 6, tzinfo=UTC))
     pay(TICK[8])  # nothing finished yet in New York; the week of 2 Nov in Kolkata is not either
     pay(TICK[15])  # the week of 2 Nov
@@ -674,8 +675,10 @@ def test_a_payout_waiting_behind_a_delivery_into_its_week_pays_it_once_the_deliv
 
 @pytest.mark.django_db
 def test_an_order_delivered_before_the_ledger_starts_is_reported_by_both_checks():
+    """Such a delivery is refused now (tests/integration/test_ledger_start.py); one
+    written before that refusal existed is reported."""
     london = restaurant_at("Europe/London", datetime(2026, 11, 2, 12, tzinfo=UTC))
-    deliver(london, datetime(2026, 10, 30, 12, tzinfo=UTC), "4.00")  # before its onboarding week
+    written_unguarded(london, delivered_at=datetime(2026, 10, 30, 12, tzinfo=UTC), total="4.00")
     pay(TICK[15])
     [hourly_check] = ledger_problems(paid_as_of=TICK[15], written_since=TICK[15])
     assert "1 delivered orders before the ledger's start at 2026-11-02 00:00 UTC are unpaid" in hourly_check.detail

@@ -18,6 +18,7 @@ from simulation.models import ProbeCharge
 from simulation.report import simulation_report
 from simulation.services import SimulationResetError, simulation_reset
 from tests.engine import pay
+from tests.ledger_data import written_unguarded
 
 T0 = datetime(2027, 3, 1, 12, 0, tzinfo=UTC)
 WINDOW_END = T0 + timedelta(minutes=60)
@@ -160,13 +161,9 @@ def test_the_ledger_invariant_is_a_line_of_the_report_even_when_every_payout_mat
     restaurant_factory: Any, order_factory: Any
 ) -> None:
     restaurant = _paid_weekly(restaurant_factory)
-    # Delivered before the restaurant's first week: in no payout, though each payout is right.
-    order_factory(
-        OrderStatus.DELIVERED,
-        restaurant=restaurant,
-        total=Decimal("40.00"),
-        placed_at=datetime(2027, 2, 26, 12, tzinfo=UTC),
-    )
+    # Delivered before the restaurant's first week (refused now; written before that
+    # refusal existed): in no payout, though each payout is right.
+    written_unguarded(restaurant, delivered_at=datetime(2027, 2, 26, 12, 2, tzinfo=UTC), total="40.00")
     pay(datetime(2027, 3, 21, 20, 30, tzinfo=UTC))
     report = simulation_report(extra_problems=[])
     payouts = report.payouts

@@ -110,6 +110,8 @@ class Command(JsonCommand):
         waiting = payout_orders_waiting(restaurant_ids=restaurants)
         named = restaurants_by_id(restaurant_ids=[d.restaurant_id for d in due] + [w.restaurant_id for w in waiting])
         lines = sorted((_PayoutLine.of(d, named[d.restaurant_id]) for d in due), key=_PayoutLine.order)
+        # By name like the payout lines, the id breaking ties between namesakes.
+        waiting = sorted(waiting, key=lambda w: (named[w.restaurant_id].name, w.restaurant_id))
         waiting_rows = [
             {
                 "restaurant": w.restaurant_id,
