@@ -29,6 +29,11 @@ class Restaurant(models.Model):
     # were deactivated in is paid. Both move together (orders.services).
     is_active = models.BooleanField(default=True)
     deactivated_at = models.DateTimeField(null=True, blank=True)
+    # Where the weekly statement of each payout is mailed. Blank until someone enters it:
+    # its statements wait, flagged, and go once it is set (statements/).
+    statement_email = models.EmailField(
+        blank=True, default="", help_text="Where weekly payout statements are mailed; they wait while it is blank."
+    )
 
     class Meta:
         ordering = ["name", "id"]

@@ -43,6 +43,8 @@ from payouts.selectors import payout_batches, payout_restaurant_ids, payout_week
 from scheduling.fencing import fence_check
 from scheduling.models import JobRun
 from scheduling.services import run_execute_here
+from statements.models import Statement
+from statements.services import statements_create_for_payouts
 from tiffin.db import jit_off
 
 # One fencing resource for the whole ledger: any run that wrote payouts makes every run
@@ -126,6 +128,11 @@ def _pay_batch(
             rest = sql.RestaurantBatch(unpaid[0], unpaid[-1], tuple(unpaid))
             weeks = payout_weeks_due(batch=rest, as_of=as_of)
             paid += sql.payouts_insert_due(batch=rest, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
+
+        # --- Statements: each payout's weekly email, its outbox row written in this same
+        # transaction (statements/services.py, docs/statements.md).
+        statements_create_for_payouts(restaurant_ids=paid, written_at=now)
+
         return len(paid)
 
 
@@ -133,6 +140,7 @@ def ledger_wipe() -> None:
     """Delete every payout and rate change: for demo resets (``seed_demo --reset``,
     ``simulate --reset``) only. The ledger is append-only, enforced on PostgreSQL by row
     triggers, which TRUNCATE does not fire; a production role is not granted TRUNCATE."""
+    Statement.objects.all().delete()  # the statement outbox names the ledger's identities
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             # Deferred foreign-key checks still pending in this transaction block a TRUNCATE.
