@@ -30,9 +30,10 @@ class Restaurant(models.Model):
     is_active = models.BooleanField(default=True)
     deactivated_at = models.DateTimeField(null=True, blank=True)
     # Where the weekly statement of each payout is mailed. Blank until someone enters it:
-    # its statements wait, flagged, and go once it is set (statements/).
+    # its statements wait, flagged, and go once it is set (statements/). A database default,
+    # so rows inserted by SQL that predates the column (bench, tests) get a blank one.
     statement_email = models.EmailField(
-        blank=True, default="", help_text="Where weekly payout statements are mailed; they wait while it is blank."
+        blank=True, db_default="", help_text="Where weekly payout statements are mailed; they wait while it is blank."
     )
 
     class Meta:
