@@ -21,6 +21,7 @@ import pytest
 import time_machine
 from django.core import mail
 from django.db import IntegrityError
+from django.urls import reverse
 
 from orders.models import OrderStatus, Restaurant
 from payouts.models import Payout
@@ -299,3 +300,19 @@ def test_the_message_id_comes_from_the_business_identity_only() -> None:
     assert statement_message_id(restaurant_id=7, period_start=start, domain="x.example") == (
         "<payout-7-20270307T183000Z@x.example>"
     )
+
+
+def test_the_admin_shows_the_statement_email_and_the_outbox_read_only(
+    admin_client: Any, admin_pages: None, paid: Any
+) -> None:
+    [restaurant] = paid(1)
+    page = admin_client.get(reverse("admin:orders_restaurant_change", args=[restaurant.pk]))
+    assert page.status_code == 200
+    assert b'name="statement_email"' in page.content and f"owner{restaurant.pk}@example.com".encode() in page.content
+    outbox = admin_client.get(reverse("admin:statements_statement_changelist") + "?status=pending")
+    assert outbox.status_code == 200 and outbox.context["cl"].result_count == 3
+    statement = Statement.objects.first()
+    assert statement is not None
+    change = reverse("admin:statements_statement_change", args=[statement.pk])
+    assert admin_client.post(change, {"subject": "edited"}).status_code == 403  # frozen
+    assert admin_client.get(reverse("admin:statements_statement_add")).status_code == 403
