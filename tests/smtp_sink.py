@@ -38,6 +38,8 @@ class RecordingHandler:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         (directory / "messages").mkdir(parents=True, exist_ok=True)
+        # Numbered on from what an earlier server recorded in the same directory.
+        self.recorded = len(list((directory / "messages").glob("*.eml")))
 
     @classmethod
     def from_cli(cls, parser: ArgumentParser, *args: str) -> RecordingHandler:
@@ -64,7 +66,8 @@ class RecordingHandler:
 
     def _record(self, content: bytes) -> None:
         messages = self.directory / "messages"
-        number = len(list(messages.glob("*.eml"))) + 1
+        self.recorded += 1
+        number = self.recorded
         partial = messages / f"{number:06d}.part"
         partial.write_bytes(content)
         partial.rename(messages / f"{number:06d}.eml")  # whole files only, for the reader
