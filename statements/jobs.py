@@ -9,17 +9,23 @@ run is.
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from django.conf import settings
 
 from scheduling.context import RunContext
-from scheduling.models import Misfire, Overlap
+from scheduling.models import Misfire, Overlap, ProblemKind
+from scheduling.monitoring import CheckWindow, Problem, invariant
 from scheduling.registry import job
-from statements.models import SEND_STATEMENTS_JOB
+from statements.models import SEND_STATEMENTS_JOB, StatementStatus
+from statements.selectors import statements_unsent_since
 from statements.services import SendProgress, statements_send_due
 from tiffin import clock
 
 logger = logging.getLogger(__name__)
+
+# Unsent statements reported per check (all of them stay counted in the statement admin).
+UNSENT_PROBLEMS_KEPT = 1000
 
 
 @job(
@@ -48,3 +54,28 @@ def send_statements(ctx: RunContext) -> dict[str, int]:
         batch_size=settings.STATEMENTS_BATCH_SIZE,
         on_batch=on_batch,
     )
+
+
+@invariant
+def statements_sent(window: CheckWindow) -> list[Problem]:
+    """Every statement is sent at least once: one still unsent STATEMENTS_UNSENT_GRACE_SECONDS
+    after it was written is a problem (a mail server down for that long, a restaurant with
+    no address), keyed by its Message-ID, so it is alerted once and resolved when it goes."""
+    grace = timedelta(seconds=settings.STATEMENTS_UNSENT_GRACE_SECONDS)
+    unsent = statements_unsent_since(written_before=window.now - grace)[:UNSENT_PROBLEMS_KEPT]
+    return [
+        Problem(
+            ProblemKind.INVARIANT,
+            SEND_STATEMENTS_JOB,
+            statement.period_start,
+            f"statement:{statement.message_id}",
+            None,
+            "statement not sent: "
+            + (
+                "the restaurant has no statement_email"
+                if statement.status == StatementStatus.WAITING_RECIPIENT
+                else f"{statement.attempts} attempts, last: {statement.last_error or 'none yet'}"
+            ),
+        )
+        for statement in unsent
+    ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.db.models import QuerySet
+
 from statements.models import Statement, StatementStatus
 
 
@@ -22,3 +24,10 @@ def statements_waiting_with_recipient() -> list[tuple[int, str]]:
     has a statement email (index statement_status)."""
     waiting = Statement.objects.filter(status=StatementStatus.WAITING_RECIPIENT).exclude(restaurant__statement_email="")
     return list(waiting.order_by("id").values_list("id", "restaurant__statement_email"))
+
+
+def statements_unsent_since(*, written_before: datetime) -> QuerySet[Statement]:
+    """Statements written before ``written_before`` and still not sent (pending, or
+    waiting for a recipient), oldest first (index statement_status: few rows are unsent)."""
+    unsent = Statement.objects.exclude(status=StatementStatus.SENT).filter(created_at__lt=written_before)
+    return unsent.order_by("created_at", "id")

@@ -167,6 +167,8 @@ STATEMENTS_BATCH_SIZE = env_int("STATEMENTS_BATCH_SIZE", 200, minimum=1)
 # Backoff after a failed send: base * 2^(attempt - 1) seconds, capped.
 STATEMENTS_RETRY_BASE_SECONDS = env_float("STATEMENTS_RETRY_BASE_SECONDS", 60.0, minimum=0.0)
 STATEMENTS_RETRY_MAX_SECONDS = env_float("STATEMENTS_RETRY_MAX_SECONDS", 3600.0, minimum=0.0)
+# A statement still unsent this long after it was written is a problem of check_runs.
+STATEMENTS_UNSENT_GRACE_SECONDS = env_int("STATEMENTS_UNSENT_GRACE_SECONDS", 86400, minimum=0)
 
 LOGGING = {
     "version": 1,

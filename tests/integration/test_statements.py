@@ -27,8 +27,11 @@ from orders.models import OrderStatus, Restaurant
 from payouts.models import Payout
 from payouts.services import payouts_pay_due
 from scheduling.execution import runs_execute
+from scheduling.fencing import StaleFenceError
 from scheduling.models import RunStatus
+from scheduling.monitoring import CheckWindow
 from scheduling.services import run_claim_manual
+from statements.jobs import statements_sent
 from statements.models import SEND_STATEMENTS_JOB, Statement, StatementStatus, statement_message_id
 from statements.services import (
     SendResult,
@@ -316,3 +319,35 @@ def test_the_admin_shows_the_statement_email_and_the_outbox_read_only(
     change = reverse("admin:statements_statement_change", args=[statement.pk])
     assert admin_client.post(change, {"subject": "edited"}).status_code == 403  # frozen
     assert admin_client.get(reverse("admin:statements_statement_add")).status_code == 403
+
+
+def test_a_sender_paused_past_its_lease_mails_one_duplicate_and_records_nothing(
+    paid: Any, smtp: RunningSmtpServer
+) -> None:
+    """The paused sender's mail goes out (nothing can stop it), but its record is refused
+    by the fence once the run that replaced it has recorded the statement."""
+    paid(1)
+    statement = Statement.objects.get(payout__order_count=2)
+    Statement.objects.exclude(id=statement.id).update(status=StatementStatus.SENT, sent_at=PAID_AT)
+    paused = statement_attempt_begin(statement_id=statement.id, fence=1, job_run_id=None, now=PAID_AT)
+    assert paused is not None
+    clock = Clock(due_again(statement))  # the lease ran out while it was paused
+    assert send_pass(clock, fence=2) == {"attached": 0, "sent": 1}
+    statement_mail(statement=paused)  # it wakes up mid-conversation and finishes
+    with pytest.raises(StaleFenceError):
+        statement_record_sent(paused, fence=1, job_run_id=None, now=clock.at)
+    assert copies(smtp) == Counter({statement.message_id: 2})  # one duplicate, same Message-ID
+    statement.refresh_from_db()
+    assert statement.status == StatementStatus.SENT and statement.attempts == 2
+
+
+def test_an_unsent_statement_is_a_problem_after_the_grace(paid: Any, settings: Any) -> None:
+    settings.STATEMENTS_UNSENT_GRACE_SECONDS = 3600
+    paid(1, with_email=False)
+    assert statements_sent(CheckWindow.ending(PAID_AT + timedelta(minutes=59))) == []
+    problems = statements_sent(CheckWindow.ending(PAID_AT + timedelta(hours=2)))
+    assert len(problems) == 3
+    assert {problem.subject for problem in problems} == {f"statement:{s.message_id}" for s in Statement.objects.all()}
+    assert all("no statement_email" in problem.detail for problem in problems)
+    Statement.objects.update(status=StatementStatus.SENT, recipient="x@example.com", sent_at=PAID_AT)
+    assert statements_sent(CheckWindow.ending(PAID_AT + timedelta(hours=2))) == []  # resolved once sent
