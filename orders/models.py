@@ -54,6 +54,12 @@ class Restaurant(models.Model):
     # were deactivated in is paid. Both move together (orders.services).
     is_active = models.BooleanField(default=True)
     deactivated_at = models.DateTimeField(null=True, blank=True)
+    # Where the weekly statement of each payout is mailed. Blank until someone enters it:
+    # its statements wait, flagged, and go once it is set (statements/). A database default,
+    # so rows inserted by SQL that predates the column (bench, tests) get a blank one.
+    statement_email = models.EmailField(
+        blank=True, db_default="", help_text="Where weekly payout statements are mailed; they wait while it is blank."
+    )
 
     class Meta:
         ordering = ["name", "id"]

@@ -55,6 +55,8 @@ from payouts.selectors import (
 from scheduling.fencing import fence_check
 from scheduling.models import JobRun
 from scheduling.services import run_execute_here
+from statements.models import Statement
+from statements.services import statements_create_for_payouts
 from tiffin.db import jit_off
 
 # One fencing resource for the whole ledger: any run that wrote payouts makes every run
@@ -190,6 +192,11 @@ def _pay_restaurants(
         rest = sql.RestaurantBatch(unpaid[0], unpaid[-1], tuple(unpaid))
         weeks = payout_weeks_due(batch=rest, as_of=as_of)
         paid += sql.payouts_insert_due(batch=rest, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
+
+    # --- Statements: each payout's weekly email, its outbox row written in this same
+    # transaction (statements/services.py, docs/statements.md).
+    statements_create_for_payouts(restaurant_ids=paid, written_at=now)
+
     return paid
 
 
@@ -227,6 +234,7 @@ def ledger_wipe(*, development: bool, delete_payouts: bool) -> LedgerHoldings:
             "(seed_demo --reset --delete-payouts), which deletes the orders they cover with them; nothing was deleted"
         )
     with transaction.atomic():
+        Statement.objects.all().delete()  # the statement outbox names the ledger's identities
         _ledger_truncate()
         Order.objects.all().delete()
         Restaurant.objects.all().delete()

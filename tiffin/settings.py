@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from tiffin import tz
 from tiffin.env import (
     database_from_url,
@@ -49,6 +51,7 @@ INSTALLED_APPS = [
     "orders.apps.OrdersConfig",
     "carts.apps.CartsConfig",
     "payouts.apps.PayoutsConfig",
+    "statements.apps.StatementsConfig",
     # The demo's commands (no tables), and ``simulate``, installed everywhere so it runs on
     # any migrated database: one empty probe table; its probe jobs only exist in the
     # processes it starts (SCHEDULING_EXTRA_JOB_MODULES).
@@ -175,6 +178,34 @@ AXES_RESET_ON_SUCCESS = False
 ADMINS = [("Tiffin operators", address) for address in env_list("ADMIN_EMAILS", [])]
 SERVER_EMAIL = env_str("SERVER_EMAIL", "tiffin@localhost")
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+# The SMTP server Django's SMTP backend speaks to (statements, and the alert mails when
+# EMAIL_BACKEND is the SMTP one). EMAIL_TIMEOUT bounds each socket operation, so a hung
+# server is an error the sender retries, not a run stuck for ever.
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL are both on: set one (STARTTLS or implicit TLS)")
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 30.0, minimum=0.1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "statements@localhost")
+
+# --- Statements: the weekly email of each payout (statements/, docs/statements.md) ------
+# Statements always go over SMTP, whatever EMAIL_BACKEND says for alerts: the outbox's
+# promise (at least once, one stable Message-ID) is about a real mail server.
+STATEMENTS_EMAIL_BACKEND = env_str("STATEMENTS_EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+# The right-hand side of every statement's Message-ID: a domain you own, never changed
+# once statements went out (a receiver drops duplicates by the whole id).
+STATEMENTS_MESSAGE_ID_DOMAIN = env_str("STATEMENTS_MESSAGE_ID_DOMAIN", "statements.tiffin.invalid")
+# Statements taken per pass of send-statements (the run heartbeats after each pass).
+STATEMENTS_BATCH_SIZE = env_int("STATEMENTS_BATCH_SIZE", 200, minimum=1)
+# Backoff after a failed send: base * 2^(attempt - 1) seconds, capped.
+STATEMENTS_RETRY_BASE_SECONDS = env_float("STATEMENTS_RETRY_BASE_SECONDS", 60.0, minimum=0.0)
+STATEMENTS_RETRY_MAX_SECONDS = env_float("STATEMENTS_RETRY_MAX_SECONDS", 3600.0, minimum=0.0)
+# A statement still unsent this long after it was written is a problem of check_runs.
+STATEMENTS_UNSENT_GRACE_SECONDS = env_int("STATEMENTS_UNSENT_GRACE_SECONDS", 86400, minimum=0)
 
 LOGGING = {
     "version": 1,

@@ -38,6 +38,7 @@ from orders.services import order_accept, order_deliver, order_place, restaurant
 from payouts.models import Payout
 from payouts.selectors import ledger_problems
 from scheduling.models import JobRun, RunStatus
+from tests.database_clock import database_clock_at
 from tests.engine import pay
 from tests.ledger_data import written_unguarded
 from tests.scenarios.harness import ScenarioDatabase
@@ -69,7 +70,8 @@ def assert_independent_check(*, as_of: datetime) -> None:
 
 def deliver(restaurant: Restaurant, at: datetime, total: str = "10.00") -> Order:
     order = order_place(restaurant=restaurant, customer_ref="c", total=Decimal(total), now=at - timedelta(minutes=2))
-    order_accept(order_id=order.pk, now=at - timedelta(minutes=1))
+    with database_clock_at(at - timedelta(minutes=1)):
+        order_accept(order_id=order.pk, now=at - timedelta(minutes=1))
     return order_deliver(order_id=order.pk, now=at)
 
 
@@ -127,7 +129,8 @@ def test_a_delivery_before_the_onboarding_is_refused(db):
         name="Moved", timezone="Europe/London", commission_rate=Decimal("0.15"), onboarded_at=TODAY
     )
     order = order_place(restaurant=restaurant, customer_ref="c", total=Decimal("80.00"), now=TODAY)
-    order_accept(order_id=order.pk, now=TODAY + timedelta(minutes=1))
+    with database_clock_at(TODAY + timedelta(minutes=1)):
+        order_accept(order_id=order.pk, now=TODAY + timedelta(minutes=1))
     # Moved later from a shell (placed orders only: the database lets it).
     Restaurant.objects.filter(pk=restaurant.pk).update(onboarded_at=NEXT_WEEK)
     with pytest.raises(LedgerError, match="is onboarded at 2026-11-09 09:00 UTC, where its ledger starts"):

@@ -1,0 +1,269 @@
+"""Writes of the statement outbox: writing each payout's statement, mailing it, recording
+that the mail server took it (docs/statements.md).
+
+Mailing one statement (``statement_send``) is three steps, none holding a database
+transaction open across the SMTP conversation:
+
+1. Begin the attempt: under the sender's fence, take the row if it is still pending and
+   due, count the attempt and push ``next_attempt_at`` past the conversation's timeouts
+   plus the backoff (a lease: if this worker dies, the statement is due again after it).
+2. Mail the frozen recipient, subject and body over SMTP with the frozen Message-ID, in
+   an SMTP session of its own (a broken session never carries over to the next one).
+3. Record ``sent`` under the fence, in its own transaction. On an SMTP or socket error,
+   record the error and leave it pending: it goes again at ``next_attempt_at``, with the
+   same Message-ID. A run that lost its fence records nothing; the statement goes again.
+
+SMTP has no idempotency key, so the promise is at least once: an error after the server
+accepted the message (its reply lost, the worker killed before step 3) mails it again,
+and the receiver can drop the copy by its Message-ID.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.mail import EmailMessage, get_connection
+from django.db import transaction
+from django.template.loader import render_to_string
+
+from payouts.models import Payout
+from scheduling.fencing import StaleFenceError, fence_check
+from statements.models import SEND_FENCE_RESOURCE, Statement, StatementStatus, statement_message_id
+from statements.selectors import statements_due, statements_waiting_with_recipient
+
+logger = logging.getLogger(__name__)
+
+# The SMTP steps one send may wait on, each bounded by EMAIL_TIMEOUT: connect and greeting,
+# EHLO, MAIL, RCPT, DATA, the end of the data. The lease of an attempt covers them all.
+_SMTP_STEPS = 6
+
+
+# --- Written with the payouts -----------------------------------------------------------
+
+
+def statements_create_for_payouts(*, restaurant_ids: Sequence[int], written_at: datetime) -> int:
+    """Write the statement of every payout the payout pass wrote at ``written_at`` for
+    ``restaurant_ids``; return how many.
+
+    Called inside the payout batch's transaction, so a payout never exists without its
+    statement, nor a statement without its payout. Every payout gets one, a week with no
+    orders too (docs/statements.md says why). The body is rendered here, once.
+    """
+    if not restaurant_ids:
+        return 0
+    payouts = (
+        Payout.objects.filter(
+            restaurant_id__in=sorted(set(restaurant_ids)), created_at=written_at, statement__isnull=True
+        )
+        .select_related("restaurant")
+        .order_by("restaurant_id", "period_start")
+    )
+    rows = [_statement_of(payout, now=written_at) for payout in payouts]
+    Statement.objects.bulk_create(rows)
+    return len(rows)
+
+
+def _statement_of(payout: Payout, *, now: datetime) -> Statement:
+    restaurant = payout.restaurant
+    message_id = statement_message_id(
+        restaurant_id=restaurant.pk, period_start=payout.period_start, domain=settings.STATEMENTS_MESSAGE_ID_DOMAIN
+    )
+    recipient = restaurant.statement_email
+    return Statement(
+        payout_id=payout.pk,
+        restaurant_id=restaurant.pk,
+        period_start=payout.period_start,
+        recipient=recipient,
+        subject=f"{restaurant.name}: Tiffin statement for the week of {payout.week_start_local:%d %b %Y}",
+        body=statement_body(payout=payout, message_id=message_id),
+        message_id=message_id,
+        status=StatementStatus.PENDING if recipient else StatementStatus.WAITING_RECIPIENT,
+        next_attempt_at=now if recipient else None,
+        created_at=now,
+    )
+
+
+def statement_body(*, payout: Payout, message_id: str) -> str:
+    """The plain-text body (statements/statement.txt): amounts with thousands separators
+    and two decimals, exactly as the ledger holds them (no rounding happens here)."""
+    text = render_to_string(
+        "statements/statement.txt",
+        {
+            "restaurant": payout.restaurant.name,
+            "week": f"{payout.week_start_local:%d %B %Y}",
+            "zone": payout.restaurant.timezone,
+            "order_count": f"{payout.order_count:,}",
+            "gross": _amount(payout.gross),
+            "commission": _amount(payout.commission),
+            "rate": f"{payout.commission_rate * 100:.2f} %",
+            "net": _amount(payout.net),
+            "period_start": f"{payout.period_start:%Y-%m-%d %H:%M}",
+            "period_end": f"{payout.period_end:%Y-%m-%d %H:%M}",
+            "message_id": message_id,
+        },
+    )
+    return text.strip() + "\n"
+
+
+def _amount(value: Decimal) -> str:
+    return f"{value:,.2f}"
+
+
+def statements_attach_recipients(*, now: datetime) -> int:
+    """Freeze the recipient of statements that waited for their restaurant's statement
+    email, now that it has one, and make them due. Safe: none of them was ever sent."""
+    attached = 0
+    for statement_id, address in statements_waiting_with_recipient():
+        attached += Statement.objects.filter(
+            id=statement_id, status=StatementStatus.WAITING_RECIPIENT, attempts=0
+        ).update(recipient=address, status=StatementStatus.PENDING, next_attempt_at=now)
+    return attached
+
+
+# --- Sending ----------------------------------------------------------------------------
+
+
+class SendResult(enum.StrEnum):
+    SENT = "sent"  # the mail server accepted it, and that is recorded
+    RETRYING = "retrying"  # an SMTP or socket error: pending, due again after the backoff
+    NOT_DUE = "not_due"  # another sender took it, or it is no longer pending
+    STALE = "stale"  # this run lost its fence: nothing recorded (it will be mailed again)
+
+
+@dataclass(frozen=True)
+class SendProgress:
+    batches_done: int
+    sent: int
+    retrying: int
+
+
+def statement_backoff(*, attempt: int) -> timedelta:
+    """The wait after attempt number ``attempt`` (1-based): base * 2^(attempt - 1), capped."""
+    seconds = settings.STATEMENTS_RETRY_BASE_SECONDS * 2 ** max(attempt - 1, 0)
+    return timedelta(seconds=min(seconds, settings.STATEMENTS_RETRY_MAX_SECONDS))
+
+
+def statement_attempt_begin(
+    *, statement_id: int, fence: int, job_run_id: int | None, now: datetime
+) -> Statement | None:
+    """Step 1 (module doc): take the statement for one attempt, or None if it is not
+    pending and due any more (another sender took it)."""
+    with transaction.atomic():
+        fence_check(SEND_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
+        statement = Statement.objects.select_for_update().filter(id=statement_id).first()
+        if statement is None or statement.status != StatementStatus.PENDING:
+            return None
+        if statement.next_attempt_at is None or statement.next_attempt_at > now:
+            return None
+        statement.attempts += 1
+        statement.last_attempt_at = now
+        lease = timedelta(seconds=settings.EMAIL_TIMEOUT * _SMTP_STEPS)
+        statement.next_attempt_at = now + lease + statement_backoff(attempt=statement.attempts)
+        statement.save(update_fields=["attempts", "last_attempt_at", "next_attempt_at"])
+        return statement
+
+
+def statement_mail(*, statement: Statement) -> None:
+    """Step 2: one SMTP session that mails the frozen message with its Message-ID; raises
+    OSError (smtplib's errors are OSErrors) when the server did not say it took it.
+
+    Always the STATEMENTS_EMAIL_BACKEND (SMTP), never EMAIL_BACKEND: the promise is about
+    a real mail server, and the alert mails' backend may be the console's.
+    """
+    connection = get_connection(settings.STATEMENTS_EMAIL_BACKEND, fail_silently=False)
+    message = EmailMessage(
+        subject=statement.subject,
+        body=statement.body,
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=[statement.recipient],
+        headers={"Message-ID": statement.message_id},
+        connection=connection,
+    )
+    if message.send() != 1:
+        raise OSError(f"the mail backend reported {statement} as not sent")
+
+
+def statement_send(
+    *, statement_id: int, fence: int, job_run_id: int | None, read_clock: Callable[[], datetime]
+) -> SendResult:
+    """Mail one statement (steps 1-3 of the module doc). ``read_clock`` is read when the
+    attempt begins and when the answer comes: the SMTP conversation can take seconds."""
+    try:
+        statement = statement_attempt_begin(
+            statement_id=statement_id, fence=fence, job_run_id=job_run_id, now=read_clock()
+        )
+        if statement is None:
+            return SendResult.NOT_DUE
+        try:
+            statement_mail(statement=statement)
+        except OSError as error:
+            return _record_error(statement, error, fence=fence, job_run_id=job_run_id, now=read_clock())
+        return statement_record_sent(statement, fence=fence, job_run_id=job_run_id, now=read_clock())
+    except StaleFenceError:
+        logger.warning("statement %s: this run lost its fence; the run that replaced it mails it", statement_id)
+        return SendResult.STALE
+
+
+def statement_record_sent(statement: Statement, *, fence: int, job_run_id: int | None, now: datetime) -> SendResult:
+    """Step 3: the server took it. Under the fence, in its own transaction."""
+    with transaction.atomic():
+        fence_check(SEND_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
+        Statement.objects.filter(id=statement.pk, status=StatementStatus.PENDING).update(
+            status=StatementStatus.SENT, sent_at=now, next_attempt_at=None, last_error=""
+        )
+    return SendResult.SENT
+
+
+def _record_error(
+    statement: Statement, error: OSError, *, fence: int, job_run_id: int | None, now: datetime
+) -> SendResult:
+    """Not taken, as far as we know: keep it pending; it is due again at the
+    ``next_attempt_at`` its attempt set, with the same Message-ID."""
+    detail = f"attempt {statement.attempts}: {type(error).__name__}: {error}"
+    logger.warning("statement %s: %s", statement.message_id, detail)
+    with transaction.atomic():
+        fence_check(SEND_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
+        Statement.objects.filter(id=statement.pk, status=StatementStatus.PENDING, attempts=statement.attempts).update(
+            last_error=detail[:2000]
+        )
+    return SendResult.RETRYING
+
+
+def statements_send_due(
+    *,
+    fence: int,
+    job_run_id: int | None,
+    read_clock: Callable[[], datetime],
+    batch_size: int,
+    on_batch: Callable[[SendProgress], None] | None = None,
+) -> dict[str, int]:
+    """Attach recipients entered since, then mail every due pending statement, one at a
+    time, ``batch_size`` per pass, each at most once per call; return the count of each
+    result. ``on_batch`` hears after each pass (the job heartbeats, which raises if the
+    run was lost). Stops at the first pass in which the fence was found stale.
+    """
+    counts: Counter[str] = Counter(attached=statements_attach_recipients(now=read_clock()))
+    seen: set[int] = set()
+    batches = 0
+    while True:
+        ids = [i for i in statements_due(now=read_clock(), limit=batch_size) if i not in seen]
+        if not ids:
+            break
+        seen.update(ids)
+        results = [
+            statement_send(statement_id=i, fence=fence, job_run_id=job_run_id, read_clock=read_clock) for i in ids
+        ]
+        counts.update(str(result) for result in results)
+        batches += 1
+        if on_batch is not None:
+            on_batch(SendProgress(batches, counts[SendResult.SENT], counts[SendResult.RETRYING]))
+        if SendResult.STALE in results:
+            break
+    return dict(counts)
