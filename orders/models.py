@@ -29,6 +29,14 @@ class Restaurant(models.Model):
     # were deactivated in is paid. Both move together (orders.services).
     is_active = models.BooleanField(default=True)
     deactivated_at = models.DateTimeField(null=True, blank=True)
+    # The restaurant's connected account at the payment provider ("acct_..."), where its
+    # payouts are transferred. Blank until it is connected: its transfers wait, flagged.
+    provider_account = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        help_text="Connected account at the payment provider (acct_...); transfers wait while it is blank.",
+    )
 
     class Meta:
         ordering = ["name", "id"]

@@ -20,6 +20,7 @@ from scheduling.models import Misfire, Overlap, ProblemKind
 from scheduling.monitoring import CheckWindow, Problem, invariant
 from scheduling.registry import job
 from tiffin import clock
+from transfers.services import transfers_send_soon
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +66,8 @@ def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
         on_batch=on_batch,
         batch_size=settings.PAYOUT_BATCH_SIZE,
     )
+    # The transfers this run wrote leave now, not at the next minute's tick.
+    transfers_send_soon(now=clock.now())
     totals = payout_totals(payouts=payouts_of_run(run_id=ctx.run_id))
     return {
         "as_of": ctx.scheduled_for.isoformat(),

@@ -44,6 +44,8 @@ from scheduling.fencing import fence_check
 from scheduling.models import JobRun
 from scheduling.services import run_execute_here
 from tiffin.db import jit_off
+from transfers.models import Transfer
+from transfers.services import transfers_create_for_payouts
 
 # One fencing resource for the whole ledger: any run that wrote payouts makes every run
 # with an older token stale, whichever restaurants each covered.
@@ -126,19 +128,25 @@ def _pay_batch(
             rest = sql.RestaurantBatch(unpaid[0], unpaid[-1], tuple(unpaid))
             weeks = payout_weeks_due(batch=rest, as_of=as_of)
             paid += sql.payouts_insert_due(batch=rest, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
+
+        # --- Transfers: each payout with a positive net gets its outbox row in this same
+        # transaction (transfers/services.py, docs/transfers.md).
+        transfers_create_for_payouts(restaurant_ids=paid, written_at=now)
+
         return len(paid)
 
 
 def ledger_wipe() -> None:
-    """Delete every payout and rate change: for demo resets (``seed_demo --reset``,
+    """Delete every payout, its transfer and every rate change: for demo resets (``seed_demo --reset``,
     ``simulate --reset``) only. The ledger is append-only, enforced on PostgreSQL by row
     triggers, which TRUNCATE does not fire; a production role is not granted TRUNCATE."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             # Deferred foreign-key checks still pending in this transaction block a TRUNCATE.
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-            cursor.execute("TRUNCATE payouts_payout, orders_commissionratechange")
+            cursor.execute("TRUNCATE transfers_transfer, payouts_payout, orders_commissionratechange")
         return
+    Transfer.objects.all().delete()
     Payout.objects.all().delete()
     CommissionRateChange.objects.all().delete()
 
