@@ -86,3 +86,26 @@ def test_no_app_imports_a_command_module():
     modules = {name: text for package in ("tiffin", *APPS) for name, text in package_sources(package).items()}
     commands = tuple(f"{package}.management" for package in ("tiffin", *APPS))
     assert violations(modules, forbidden=commands) == []
+
+
+# The provider sandbox stands for a third party: it imports nothing of the project, and the
+# project reaches it only from the tests, the simulations and the benchmarks (which start
+# it as a process; none needs to import it).
+PROJECT_PACKAGES = ("tiffin", *APPS, "bench", "tests", "django")
+SANDBOX_USERS = ("tests", "simulation", "bench")
+
+
+def test_the_provider_sandbox_imports_nothing_of_the_project():
+    modules = package_sources("provider_sandbox")
+    assert "provider_sandbox.server" in modules
+    assert violations(modules, forbidden=PROJECT_PACKAGES) == []
+
+
+def test_only_tests_simulation_and_bench_import_the_provider_sandbox():
+    files = [
+        path
+        for path in sorted(ROOT.rglob("*.py"))
+        if path.relative_to(ROOT).parts[0] not in (*SANDBOX_USERS, "provider_sandbox", ".venv")
+    ]
+    assert any(path.relative_to(ROOT).parts[0] == "payouts" for path in files)
+    assert violations(sources(files), forbidden=("provider_sandbox",)) == []
