@@ -62,14 +62,14 @@ def transfers_all(*, client: stripe.StripeClient) -> list[ProviderTransfer]:
 
 
 def _provider_transfer(item: Any) -> ProviderTransfer:
-    metadata = item.get("metadata") or {}
+    fields = item.to_dict()  # a StripeObject: a plain dict, with absent fields as absent keys
     return ProviderTransfer(
-        id=str(item["id"]),
-        amount=int(item["amount"]),
-        currency=str(item["currency"]),
-        destination=str(item.get("destination") or ""),
-        transfer_group=str(item.get("transfer_group") or ""),
-        metadata={str(k): str(v) for k, v in dict(metadata).items()},
+        id=str(fields["id"]),
+        amount=int(fields["amount"]),
+        currency=str(fields["currency"]),
+        destination=str(fields.get("destination") or ""),
+        transfer_group=str(fields.get("transfer_group") or ""),
+        metadata={str(k): str(v) for k, v in (fields.get("metadata") or {}).items()},
     )
 
 
