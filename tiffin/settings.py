@@ -187,6 +187,10 @@ TRANSFERS_BATCH_SIZE = env_int("TRANSFERS_BATCH_SIZE", 200, minimum=1)
 # Backoff after an unknown outcome: base * 2^(attempt - 1) seconds, capped.
 TRANSFERS_RETRY_BASE_SECONDS = env_float("TRANSFERS_RETRY_BASE_SECONDS", 30.0, minimum=0.0)
 TRANSFERS_RETRY_MAX_SECONDS = env_float("TRANSFERS_RETRY_MAX_SECONDS", 3600.0, minimum=0.0)
+# The daily reconciliation compares the provider's transfers of the last WINDOW days with
+# the ledger (0: all of them); a positive payout not sent after GRACE seconds is a problem.
+TRANSFERS_RECONCILE_WINDOW_DAYS = env_int("TRANSFERS_RECONCILE_WINDOW_DAYS", 35, minimum=0)
+TRANSFERS_RECONCILE_GRACE_SECONDS = env_int("TRANSFERS_RECONCILE_GRACE_SECONDS", 86400, minimum=0)
 
 # --- Scheduling engine ----------------------------------------------------------------
 # Longest sleep of the scheduler loop, so a new delayed run is noticed within this time.

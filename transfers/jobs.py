@@ -9,20 +9,26 @@ transfer); missed ticks collapse into one. Each transfer carries its own retry s
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 
 from scheduling.context import RunContext
-from scheduling.models import Misfire, Overlap
+from scheduling.models import Misfire, Overlap, ProblemKind
 from scheduling.monitoring import CheckWindow, Problem, invariant
 from scheduling.registry import job
 from tiffin import clock
-from transfers.models import SEND_TRANSFERS_JOB
-from transfers.selectors import transfers_stopped
+from transfers.models import RECONCILE_TRANSFERS_JOB, SEND_TRANSFERS_JOB
+from transfers.provider import provider_client
+from transfers.reconciliation import transfers_reconcile
+from transfers.selectors import reconciliation_latest, transfers_stopped
 from transfers.services import SendProgress, transfer_problem, transfers_send_due
 
 logger = logging.getLogger(__name__)
+
+# Mismatches kept in a reconciliation run's result (all are counted).
+RECONCILE_PROBLEMS_KEPT = 1000
 
 
 @job(
@@ -66,3 +72,60 @@ def stopped_transfers(window: CheckWindow) -> list[Problem]:
     """Every stopped transfer is a problem until a person retries it (the alert went out
     when it stopped; the check keeps it open and resolves it once it is no longer stopped)."""
     return [transfer_problem(transfer=transfer, detail=transfer.last_error) for transfer in transfers_stopped()]
+
+
+@job(
+    RECONCILE_TRANSFERS_JOB,
+    cron="0 4 * * *",
+    timezone="UTC",
+    misfire=Misfire.COALESCE,
+    overlap=Overlap.FORBID,
+    max_attempts=3,
+    backoff_seconds=300,
+)
+def reconcile_transfers(ctx: RunContext) -> dict[str, Any]:
+    """Compare the provider's transfers with the ledger (``transfers.reconciliation``);
+    the mismatches are the result, which the ``transfers_reconciled`` invariant reports."""
+    now = clock.now()
+    window = settings.TRANSFERS_RECONCILE_WINDOW_DAYS
+    mismatches = transfers_reconcile(
+        client=provider_client(),
+        now=now,
+        created_since=now - timedelta(days=window) if window else None,
+        grace=timedelta(seconds=settings.TRANSFERS_RECONCILE_GRACE_SECONDS),
+    )
+    return {
+        "checked_at": now.isoformat(),
+        "mismatches": len(mismatches),
+        "problems": [mismatch.as_dict() for mismatch in mismatches[:RECONCILE_PROBLEMS_KEPT]],
+    }
+
+
+@invariant
+def transfers_reconciled(window: CheckWindow) -> list[Problem]:
+    """The mismatches of the newest reconciliation, one problem per transfer group and kind,
+    dated by the payout's period start, so the same mismatch found again the next day is
+    the same problem (alerted once) and one no longer found is resolved."""
+    latest = reconciliation_latest()
+    if latest is None or not isinstance(latest.result, dict):
+        return []
+    return [
+        Problem(
+            ProblemKind.INVARIANT,
+            RECONCILE_TRANSFERS_JOB,
+            _period_of(item["transfer_group"], fallback=latest.scheduled_for),
+            f"transfer:{item['transfer_group']}:{item['kind']}",
+            latest.id,
+            f"reconciliation: {item['detail']}",
+        )
+        for item in latest.result.get("problems", [])
+    ]
+
+
+def _period_of(group: str, *, fallback: datetime) -> datetime:
+    """The period start a group ``payout-{restaurant}-{YYYYmmddTHHMMSSZ}`` names (a group
+    the ledger never wrote may not name one: then ``fallback``)."""
+    try:
+        return datetime.strptime(group.rsplit("-", 1)[-1], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return fallback

@@ -11,6 +11,8 @@ from django.db.models import Q
 
 # The job that sends pending transfers (transfers/jobs.py).
 SEND_TRANSFERS_JOB = "send-transfers"
+# The daily comparison of the provider's transfers with the ledger (transfers/jobs.py).
+RECONCILE_TRANSFERS_JOB = "reconcile-transfers"
 # One fencing resource for every answer the sender records: a run that recorded an answer
 # makes every run with an older token stale (a paused sender's late answer is refused).
 SEND_FENCE_RESOURCE = "transfers:send"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import stripe
@@ -55,9 +56,13 @@ def transfers_find(*, client: stripe.StripeClient, transfer_group: str) -> list[
     return [_provider_transfer(item) for item in page.auto_paging_iter()]
 
 
-def transfers_all(*, client: stripe.StripeClient) -> list[ProviderTransfer]:
-    """Every transfer the provider holds, newest first (reconciliation)."""
-    page = client.v1.transfers.list({"limit": 100})
+def transfers_all(*, client: stripe.StripeClient, created_since: datetime | None = None) -> list[ProviderTransfer]:
+    """Every transfer the provider holds (created at or after ``created_since`` by the
+    provider's clock, if given), newest first, every page (reconciliation)."""
+    params: dict[str, Any] = {"limit": 100}
+    if created_since is not None:
+        params["created"] = {"gte": int(created_since.timestamp())}
+    page = client.v1.transfers.list(params)  # type: ignore[arg-type]
     return [_provider_transfer(item) for item in page.auto_paging_iter()]
 
 

@@ -7,7 +7,8 @@ from datetime import datetime
 
 from django.db.models import Count, QuerySet
 
-from transfers.models import Transfer, TransferStatus
+from scheduling.models import JobRun, RunStatus
+from transfers.models import RECONCILE_TRANSFERS_JOB, Transfer, TransferStatus
 
 
 def transfers_due(*, now: datetime, limit: int) -> list[int]:
@@ -41,3 +42,9 @@ def transfer_status_counts() -> StatusCounts:
         sent=counts.get(TransferStatus.SENT, 0),
         stopped=counts.get(TransferStatus.STOPPED, 0),
     )
+
+
+def reconciliation_latest() -> JobRun | None:
+    """The newest successful reconciliation run: its result lists the mismatches it found."""
+    runs = JobRun.objects.filter(job_name=RECONCILE_TRANSFERS_JOB, status=RunStatus.SUCCEEDED)
+    return runs.order_by("-scheduled_for", "-id").first()

@@ -27,12 +27,16 @@ from orders.models import OrderStatus, Restaurant
 from payouts.models import Payout
 from payouts.services import payouts_pay_due
 from scheduling.models import JobRun, RunAlert, RunStatus
+from scheduling.monitoring import CheckWindow
+from scheduling.services import run_execute_here
 from simulation.provider_process import RunningSandbox, running_sandbox
 from tests.engine import drain_queue, pay
 from tiffin.money import to_minor_units
 from transfers import provider
 from transfers.errors import InexactAmountError
-from transfers.models import SEND_TRANSFERS_JOB, Transfer, TransferStatus
+from transfers.jobs import transfers_reconciled
+from transfers.models import RECONCILE_TRANSFERS_JOB, SEND_TRANSFERS_JOB, Transfer, TransferStatus
+from transfers.reconciliation import transfers_reconcile
 from transfers.services import SendResult, transfer_retry, transfer_send, transfers_send_due
 
 pytestmark = [pytest.mark.postgres, pytest.mark.scenario, pytest.mark.timeout(180)]
@@ -113,6 +117,12 @@ def assert_provider_matches_ledger() -> None:
         assert item.amount == to_minor_units(payout.net, "inr")
         assert item.destination == payout.restaurant.provider_account
         assert payout.transfer.status == TransferStatus.SENT and payout.transfer.provider_id == item.id
+    # And the daily reconciliation, which compares the same two records, finds nothing.
+    grace = timedelta(days=1)
+    assert (
+        transfers_reconcile(client=stripe_client(), now=PAID_AT + timedelta(days=5), created_since=None, grace=grace)
+        == []
+    )
 
 
 def send_one(transfer: Transfer, clock: Clock, *, fence: int = 1) -> SendResult:
@@ -370,3 +380,55 @@ def test_past_the_key_retention_a_transfer_the_provider_never_made_is_sent_once(
     assert sandbox.state()["transfers"] == 1
     transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=2, batch_size=10)
     assert_provider_matches_ledger()
+
+
+# --- Reconciliation -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_daily_reconciliation_names_every_disagreement_as_a_problem(sandbox, paid, settings) -> None:
+    # Every provider transfer: the sandbox's clock is today's, the ledger's is in 2027.
+    settings.TRANSFERS_RECONCILE_WINDOW_DAYS = 0
+    paid(2)
+    clock = Clock(PAID_AT)
+    transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=4, batch_size=10)
+    sent = list(Transfer.objects.order_by("restaurant_id", "period_start"))
+    client = stripe_client()
+    # Money that left outside the outbox: a second transfer of a paid week (no key), and
+    # one the ledger never asked for.
+    doubled = sent[0]
+    client.v1.transfers.create(
+        {
+            "amount": doubled.amount_minor,
+            "currency": "inr",
+            "destination": doubled.destination,
+            "transfer_group": doubled.transfer_group,
+        }
+    )
+    client.v1.transfers.create({"amount": 500, "currency": "inr", "destination": "acct_Stranger1"})
+    # A paid week that never left: stopped before it was sent.
+    Transfer.objects.filter(id=sent[3].id).update(status=TransferStatus.STOPPED, provider_id="", sent_at=None)
+    transfer = sent[3]
+    # The ledger's record disagrees with the provider's: another id, another amount.
+    Transfer.objects.filter(id=sent[1].id).update(provider_id="tr_NeverMade")
+    Transfer.objects.filter(id=sent[2].id).update(amount_minor=sent[2].amount_minor + 1)
+    checked_at = datetime(2027, 3, 28, 4, 0, tzinfo=UTC)
+    with time_machine.travel(checked_at + timedelta(minutes=1), tick=False):
+        run = run_execute_here(
+            job_name=RECONCILE_TRANSFERS_JOB, scheduled_for=checked_at, now=checked_at, worker="test"
+        )
+    assert run is not None
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    problems = transfers_reconciled(CheckWindow.ending(checked_at))
+    found = sorted((p.subject.rsplit(":", 1)[-1], p.subject.split(":")[1]) for p in problems)
+    assert found == sorted(
+        [
+            ("double", doubled.transfer_group),
+            ("missing", sent[1].transfer_group),
+            ("different", sent[2].transfer_group),
+            ("not_recorded", transfer.transfer_group),
+            ("unknown", ""),
+        ]
+    ), found
+    assert isinstance(run.result, dict) and run.result["mismatches"] == 5
