@@ -18,6 +18,7 @@ or none, so no database transaction is held open across a network call:
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -376,19 +377,9 @@ def transfers_send_due(
             if not ids:
                 break
             seen.update(ids)
-
-            def send(transfer_id: int) -> SendResult:
-                try:
-                    return transfer_send(
-                        transfer_id=transfer_id,
-                        fence=fence,
-                        job_run_id=job_run_id,
-                        client=client,
-                        read_clock=read_clock,
-                    )
-                finally:
-                    connections.close_all()  # this thread's connections only
-
+            send = functools.partial(
+                _transfer_send_in_thread, fence=fence, job_run_id=job_run_id, client=client, read_clock=read_clock
+            )
             results = list(pool.map(send, ids))
             counts.update(str(result) for result in results)
             batches += 1
@@ -401,6 +392,24 @@ def transfers_send_due(
             if SendResult.STALE in results:
                 break
     return SendPassResult(attached=attached, counts=dict(counts))
+
+
+def _transfer_send_in_thread(
+    transfer_id: int,
+    *,
+    fence: int,
+    job_run_id: int | None,
+    client: stripe.StripeClient,
+    read_clock: Callable[[], datetime],
+) -> SendResult:
+    """``transfer_send`` in a pool thread, which then closes its own database connection
+    (Django opens one per thread; the pool's threads outlive the run otherwise)."""
+    try:
+        return transfer_send(
+            transfer_id=transfer_id, fence=fence, job_run_id=job_run_id, client=client, read_clock=read_clock
+        )
+    finally:
+        connections.close_all()  # this thread's connections only
 
 
 # --- A person's decision ------------------------------------------------------------------
