@@ -20,9 +20,9 @@ from __future__ import annotations
 import enum
 import functools
 import logging
-from collections import Counter
+import threading
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -367,49 +367,60 @@ def transfers_send_due(
     found stale: the run that replaced this one owns the sending.
     """
     client = client or provider.provider_client()
+    send = functools.partial(transfer_send, fence=fence, job_run_id=job_run_id, client=client, read_clock=read_clock)
     attached = transfers_attach_accounts(now=read_clock())
     counts: Counter[str] = Counter()
     seen: set[int] = set()
     batches = 0
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="send-transfers") as pool:
-        while True:
-            ids = [i for i in transfers_due(now=read_clock(), limit=batch_size) if i not in seen]
-            if not ids:
-                break
-            seen.update(ids)
-            send = functools.partial(
-                _transfer_send_in_thread, fence=fence, job_run_id=job_run_id, client=client, read_clock=read_clock
-            )
-            results = list(pool.map(send, ids))
-            counts.update(str(result) for result in results)
-            batches += 1
-            if on_batch is not None:
-                on_batch(
-                    SendProgress(
-                        batches, counts[SendResult.SENT], counts[SendResult.RETRYING], counts[SendResult.STOPPED]
-                    )
-                )
-            if SendResult.STALE in results:
-                break
+    while True:
+        ids = [i for i in transfers_due(now=read_clock(), limit=batch_size) if i not in seen]
+        if not ids:
+            break
+        seen.update(ids)
+        results = _each_in_threads(ids, send=send, concurrency=concurrency)
+        counts.update(str(result) for result in results)
+        batches += 1
+        if on_batch is not None:
+            sent, retrying, stopped = (counts[SendResult.SENT], counts[SendResult.RETRYING], counts[SendResult.STOPPED])
+            on_batch(SendProgress(batches, sent, retrying, stopped))
+        if SendResult.STALE in results:
+            break
     return SendPassResult(attached=attached, counts=dict(counts))
 
 
-def _transfer_send_in_thread(
-    transfer_id: int,
-    *,
-    fence: int,
-    job_run_id: int | None,
-    client: stripe.StripeClient,
-    read_clock: Callable[[], datetime],
-) -> SendResult:
-    """``transfer_send`` in a pool thread, which then closes its own database connection
-    (Django opens one per thread; the pool's threads outlive the run otherwise)."""
-    try:
-        return transfer_send(
-            transfer_id=transfer_id, fence=fence, job_run_id=job_run_id, client=client, read_clock=read_clock
-        )
-    finally:
-        connections.close_all()  # this thread's connections only
+def _each_in_threads(ids: list[int], *, send: Callable[..., SendResult], concurrency: int) -> list[SendResult]:
+    """``send(transfer_id=...)`` for every id, on ``concurrency`` threads that share the
+    list; re-raise the first error any of them met. Each thread keeps one database
+    connection for the pass and closes it at the end (Django opens one per thread)."""
+    pending = deque(ids)
+    results: list[SendResult] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        try:
+            while True:
+                with lock:
+                    if not pending or errors:
+                        return
+                    transfer_id = pending.popleft()
+                result = send(transfer_id=transfer_id)
+                with lock:
+                    results.append(result)
+        except BaseException as error:  # handed to the caller's thread below
+            with lock:
+                errors.append(error)
+        finally:
+            connections.close_all()  # this thread's connections only
+
+    threads = [threading.Thread(target=work, name="send-transfers") for _ in range(min(concurrency, len(ids)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
 
 
 # --- A person's decision ------------------------------------------------------------------
