@@ -168,8 +168,9 @@ ORDER_CANCEL_BATCH_SIZE = env_int("ORDER_CANCEL_BATCH_SIZE", 500, minimum=1)
 # --- Transfers: payouts sent to the payment provider (transfers/, docs/transfers.md) -----
 # The provider's API (Stripe's, or provider_sandbox's address) and its secret key. The
 # official ``stripe`` library talks to it, so a real Stripe key and
-# https://api.stripe.com pay through Stripe with the same code.
-PAYMENT_PROVIDER_URL = env_str("PAYMENT_PROVIDER_URL", "http://127.0.0.1:12111")
+# https://api.stripe.com pay through Stripe with the same code. Empty: no provider is
+# configured; transfers are written and wait (check_runs reports them after a day).
+PAYMENT_PROVIDER_URL = env_str("PAYMENT_PROVIDER_URL", "").strip()
 PAYMENT_PROVIDER_KEY = env_str("PAYMENT_PROVIDER_KEY", "sk_test_tiffin_sandbox")
 # Seconds one request to the provider may take before its outcome counts as unknown.
 PAYMENT_PROVIDER_TIMEOUT_SECONDS = env_float("PAYMENT_PROVIDER_TIMEOUT_SECONDS", 30.0, minimum=0.1)

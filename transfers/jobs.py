@@ -19,10 +19,10 @@ from scheduling.models import Misfire, Overlap, ProblemKind
 from scheduling.monitoring import CheckWindow, Problem, invariant
 from scheduling.registry import job
 from tiffin import clock
-from transfers.models import RECONCILE_TRANSFERS_JOB, SEND_TRANSFERS_JOB
-from transfers.provider import provider_client
+from transfers.models import RECONCILE_TRANSFERS_JOB, SEND_TRANSFERS_JOB, Transfer
+from transfers.provider import provider_client, provider_configured
 from transfers.reconciliation import transfers_reconcile
-from transfers.selectors import reconciliation_latest, transfers_stopped
+from transfers.selectors import reconciliation_latest, transfers_stopped, transfers_unsent
 from transfers.services import SendProgress, transfer_problem, transfers_send_due
 
 logger = logging.getLogger(__name__)
@@ -45,6 +45,9 @@ RECONCILE_PROBLEMS_KEPT = 1000
 )
 def send_transfers(ctx: RunContext) -> dict[str, Any]:
     """Send every due pending transfer under this run's fence."""
+    if not provider_configured():
+        logger.warning("PAYMENT_PROVIDER_URL is not set: no transfer is sent")
+        return {"skipped": "PAYMENT_PROVIDER_URL is not set"}
 
     def on_batch(progress: SendProgress) -> None:
         ctx.batch_done(progress)  # heartbeats; raises RunLostError if the run is no longer ours
@@ -68,10 +71,23 @@ def send_transfers(ctx: RunContext) -> dict[str, Any]:
 
 
 @invariant
-def stopped_transfers(window: CheckWindow) -> list[Problem]:
-    """Every stopped transfer is a problem until a person retries it (the alert went out
-    when it stopped; the check keeps it open and resolves it once it is no longer stopped)."""
-    return [transfer_problem(transfer=transfer, detail=transfer.last_error) for transfer in transfers_stopped()]
+def transfers_not_sent(window: CheckWindow) -> list[Problem]:
+    """Every stopped transfer, and every one still unsent after
+    TRANSFERS_RECONCILE_GRACE_SECONDS (a provider down or not configured, a restaurant not
+    connected), is a problem until it is sent: a paid week without its transfer. A stopped
+    one was alerted when it stopped; the same key here does not alert it again."""
+    grace = timedelta(seconds=settings.TRANSFERS_RECONCILE_GRACE_SECONDS)
+    late = transfers_unsent(written_before=window.now - grace)
+    return [
+        *(transfer_problem(transfer=t, detail=t.last_error) for t in transfers_stopped()),
+        *(transfer_problem(transfer=t, detail=_unsent(t), stopped=False) for t in late),
+    ]
+
+
+def _unsent(transfer: Transfer) -> str:
+    return f"not sent since {transfer.created_at:%Y-%m-%d %H:%M} UTC ({transfer.get_status_display()}): " + (
+        transfer.last_error or "no attempt answered yet"
+    )
 
 
 @job(
@@ -86,6 +102,9 @@ def stopped_transfers(window: CheckWindow) -> list[Problem]:
 def reconcile_transfers(ctx: RunContext) -> dict[str, Any]:
     """Compare the provider's transfers with the ledger (``transfers.reconciliation``);
     the mismatches are the result, which the ``transfers_reconciled`` invariant reports."""
+    if not provider_configured():
+        logger.warning("PAYMENT_PROVIDER_URL is not set: nothing to reconcile with")
+        return {"skipped": "PAYMENT_PROVIDER_URL is not set"}
     now = clock.now()
     window = settings.TRANSFERS_RECONCILE_WINDOW_DAYS
     mismatches = transfers_reconcile(

@@ -19,6 +19,12 @@ import stripe
 from django.conf import settings
 
 
+def provider_configured() -> bool:
+    """Whether a provider is configured (``PAYMENT_PROVIDER_URL``); without one the jobs
+    send and reconcile nothing, and unsent transfers become problems of check_runs."""
+    return bool(settings.PAYMENT_PROVIDER_URL)
+
+
 def provider_client() -> stripe.StripeClient:
     """A client for the configured provider. Thread-safe for the sender's pool: the
     requests-based HTTP client keeps one session per thread."""

@@ -21,6 +21,13 @@ def transfers_due(*, now: datetime, limit: int) -> list[int]:
     )
 
 
+def transfers_unsent(*, written_before: datetime) -> QuerySet[Transfer]:
+    """Transfers pending or waiting for an account, written before ``written_before``
+    (index transfer_status: the few rows not sent)."""
+    waiting = [TransferStatus.PENDING, TransferStatus.WAITING_ACCOUNT]
+    return Transfer.objects.filter(status__in=waiting, created_at__lt=written_before).order_by("id")
+
+
 def transfers_stopped() -> QuerySet[Transfer]:
     """The transfers a person must look at (index transfer_status)."""
     return Transfer.objects.filter(status=TransferStatus.STOPPED).order_by("id")

@@ -338,16 +338,16 @@ def _record_stop(transfer: Transfer, detail: str, fence: int, job_run_id: int | 
     return SendResult.STOPPED
 
 
-def transfer_problem(*, transfer: Transfer, detail: str, run_id: int | None = None) -> Problem:
-    """A stopped transfer as a problem of the missed-run check (one key per transfer, so
-    the alert sent when it stopped is not repeated by the hourly invariant)."""
+def transfer_problem(*, transfer: Transfer, detail: str, run_id: int | None = None, stopped: bool = True) -> Problem:
+    """A transfer not sent as a problem of the missed-run check: one key per transfer, so
+    the alert sent when it stopped is not repeated by the hourly invariant."""
     return Problem(
         ProblemKind.INVARIANT,
         SEND_TRANSFERS_JOB,
         transfer.period_start,
         f"transfer:{transfer.idempotency_key}",
         run_id,
-        f"transfer stopped: {detail}",
+        f"transfer {'stopped' if stopped else 'unsent'}: {detail}",
     )
 
 

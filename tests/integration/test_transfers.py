@@ -34,7 +34,7 @@ from tests.engine import drain_queue, pay
 from tiffin.money import to_minor_units
 from transfers import provider
 from transfers.errors import InexactAmountError
-from transfers.jobs import transfers_reconciled
+from transfers.jobs import transfers_not_sent, transfers_reconciled
 from transfers.models import RECONCILE_TRANSFERS_JOB, SEND_TRANSFERS_JOB, Transfer, TransferStatus
 from transfers.reconciliation import transfers_reconcile
 from transfers.services import SendResult, transfer_retry, transfer_send, transfers_send_due
@@ -185,6 +185,20 @@ def test_a_transfer_cannot_exist_without_its_payout(paid) -> None:
     with pytest.raises(IntegrityError, match="transfer_payout_identity_fk"), transaction.atomic():
         Transfer.objects.filter(id=transfer.id).update(period_start=orphan)
     assert Transfer.objects.filter(period_start=orphan).count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transfer_still_unsent_after_the_grace_is_a_problem_of_check_runs(paid, settings) -> None:
+    """Without a provider (or a restaurant's account) nothing leaves: after a day each paid
+    week without its transfer is reported, whatever the provider says or cannot say."""
+    settings.PAYMENT_PROVIDER_URL = ""
+    paid(1, connected=False)
+    assert transfers_not_sent(CheckWindow.ending(PAID_AT + timedelta(hours=23))) == []
+    problems = transfers_not_sent(CheckWindow.ending(PAID_AT + timedelta(hours=25)))
+    assert sorted(p.subject for p in problems) == sorted(
+        f"transfer:{key}" for key in Transfer.objects.values_list("idempotency_key", flat=True)
+    )
+    assert all("Waiting for the restaurant's provider account" in p.detail for p in problems)
 
 
 # --- Sending ----------------------------------------------------------------------------
