@@ -254,6 +254,27 @@ def test_an_answer_lost_after_the_provider_committed_is_retried_with_the_same_ke
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_provider_down_for_an_hour_is_retried_with_backoff_then_pays_each_week_once(sandbox, paid) -> None:
+    paid(2)
+    clock = Clock(PAID_AT)
+    sandbox.arm_fault("down")
+    passes = []
+    while clock.at < PAID_AT + timedelta(hours=1):
+        passes.append(transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=4, batch_size=10))
+        clock.advance(minutes=1)  # the job's cron
+    attempts = sorted(Transfer.objects.values_list("attempts", flat=True))
+    # Backoff (timeout 1 s + 30 s x 2^(n-1)), a pass a minute: attempts at minutes 0, 1, 3, 6, 11, 20, 37.
+    assert attempts == [7, 7, 7, 7], attempts
+    assert sum(p.counts.get("retrying", 0) for p in passes) == 28 and sandbox.state()["transfers"] == 0
+    sandbox.clear_fault()
+    clock.advance(hours=1)
+    assert transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=4, batch_size=10).counts == {
+        "sent": 4
+    }
+    assert_provider_matches_ledger()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_two_senders_at_once_make_one_transfer_each(sandbox, paid) -> None:
     """Two runs, different fences, over the same pending transfers at the same time."""
     paid(4)
