@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
@@ -36,6 +37,9 @@ class Restaurant(models.Model):
         blank=True,
         default="",
         help_text="Connected account at the payment provider (acct_...); transfers wait while it is blank.",
+        validators=[
+            RegexValidator(r"^acct_[A-Za-z0-9]+$", "A provider account is 'acct_' followed by letters and digits.")
+        ],
     )
 
     class Meta:

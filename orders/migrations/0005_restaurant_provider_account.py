@@ -1,3 +1,4 @@
+import django.core.validators
 from django.db import migrations, models
 
 
@@ -15,6 +16,11 @@ class Migration(migrations.Migration):
                 default="",
                 help_text="Connected account at the payment provider (acct_...); transfers wait while it is blank.",
                 max_length=255,
+                validators=[
+                    django.core.validators.RegexValidator(
+                        "^acct_[A-Za-z0-9]+$", "A provider account is 'acct_' followed by letters and digits."
+                    )
+                ],
             ),
         ),
     ]

@@ -108,3 +108,23 @@ def test_retrying_keeps_the_key_and_the_frozen_request(stopped) -> None:
     assert "not stopped" in response.content.decode()
     stopped.refresh_from_db()
     assert stopped.next_attempt_at == due
+
+
+@pytest.mark.django_db
+def test_a_restaurants_provider_account_is_validated_in_the_admin(admin_client, restaurant) -> None:
+    change = reverse("admin:orders_restaurant_change", args=[restaurant.pk])
+    data = {
+        "name": restaurant.name,
+        "timezone": restaurant.timezone,
+        "onboarded_at_0": f"{restaurant.onboarded_at:%Y-%m-%d}",
+        "onboarded_at_1": f"{restaurant.onboarded_at:%H:%M:%S}",
+        "rate_changes-TOTAL_FORMS": "0",
+        "rate_changes-INITIAL_FORMS": "0",
+    }
+    refused = admin_client.post(change, {**data, "provider_account": "acct 42; drop"})
+    assert refused.status_code == 200 and "is &#x27;acct_&#x27; followed by" in refused.content.decode()
+    restaurant.refresh_from_db()
+    assert restaurant.provider_account == ""
+    assert admin_client.post(change, {**data, "provider_account": "acct_Good1"}).status_code == 302
+    restaurant.refresh_from_db()
+    assert restaurant.provider_account == "acct_Good1"
