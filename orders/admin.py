@@ -109,9 +109,9 @@ class RateChangeInline(_RateChangeInline):
 
 @admin.register(Restaurant)
 class RestaurantAdmin(_RestaurantAdmin):
-    list_display = ("name", "timezone", "commission_percent", "onboarded_at", "is_active")
+    list_display = ("name", "timezone", "commission_percent", "onboarded_at", "is_active", "provider_account")
     list_filter = ("timezone", "is_active")
-    search_fields = ("name",)
+    search_fields = ("name", "=provider_account")
     date_hierarchy = "onboarded_at"
     form = RestaurantForm
     inlines = (RateChangeInline,)

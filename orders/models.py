@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 
@@ -59,6 +59,18 @@ class Restaurant(models.Model):
     # so rows inserted by SQL that predates the column (bench, tests) get a blank one.
     statement_email = models.EmailField(
         blank=True, db_default="", help_text="Where weekly payout statements are mailed; they wait while it is blank."
+    )
+    # The restaurant's connected account at the payment provider ("acct_..."), where its
+    # payouts are transferred. Blank until it is connected: its transfers wait, flagged.
+    provider_account = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Connected account at the payment provider (acct_...); transfers wait while it is blank.",
+        validators=[
+            RegexValidator(r"^acct_[A-Za-z0-9]+$", "A provider account is 'acct_' followed by letters and digits.")
+        ],
     )
 
     class Meta:

@@ -30,6 +30,7 @@ from payouts.selectors import (
     payouts_of_week,
 )
 from tiffin.admin_lists import BoundedPaginator
+from transfers.models import Transfer, TransferStatus
 
 if TYPE_CHECKING:
     _PayoutAdmin = admin.ModelAdmin[Payout]
@@ -85,6 +86,20 @@ class WeekFilter(admin.SimpleListFilter):
             return None
 
 
+class TransferStatusFilter(admin.SimpleListFilter):
+    title = "transfer"
+    parameter_name = "transfer"
+    NONE = "none"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [*TransferStatus.choices, (self.NONE, "No transfer (nothing to pay)")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == self.NONE:
+            return queryset.filter(transfer__isnull=True)
+        return queryset.filter(transfer__status=self.value()) if self.value() else queryset
+
+
 @admin.register(Payout)
 class PayoutAdmin(_PayoutAdmin):
     # What a person looks for first, money before provenance, so the list fits 1,280 px:
@@ -99,7 +114,12 @@ class PayoutAdmin(_PayoutAdmin):
         "utc_bounds",
         "run_link",
     )
-    list_filter = (RestaurantFilter, ("restaurant__timezone", admin.AllValuesFieldListFilter), WeekFilter)
+    list_filter = (
+        RestaurantFilter,
+        ("restaurant__timezone", admin.AllValuesFieldListFilter),
+        WeekFilter,
+        TransferStatusFilter,
+    )
     list_select_related = ("restaurant",)
     search_fields = ("restaurant__name", "=restaurant__id")
     # The drill-down offers calendar days (payouts/.../change_list.html), payout_period_start
@@ -112,6 +132,7 @@ class PayoutAdmin(_PayoutAdmin):
         (None, {"fields": ("restaurant", "local_week", "utc_bounds", "hours")}),
         ("Amounts", {"fields": ("order_count", "gross", "commission_rate", "commission", "net")}),
         ("Written by", {"fields": ("run_link", "fence", "tzdata_version", "created_at")}),
+        ("Transfer to the restaurant", {"fields": ("transfer_shown",)}),
         ("Orders it covers", {"fields": ("covered_orders",)}),
     )
     readonly_fields = (
@@ -128,6 +149,7 @@ class PayoutAdmin(_PayoutAdmin):
         "fence",
         "tzdata_version",
         "created_at",
+        "transfer_shown",
         "covered_orders",
     )
 
@@ -194,6 +216,22 @@ class PayoutAdmin(_PayoutAdmin):
         except NoReverseMatch:
             return f"run {payout.job_run_id}"
         return format_html('<a href="{}">run {}</a>', url, payout.job_run_id)
+
+    @admin.display(description="transfer")
+    def transfer_shown(self, payout: Payout) -> str | SafeString:
+        """The payout's transfer: status, provider id, attempts and last error."""
+        transfer = Transfer.objects.filter(payout_id=payout.pk).first()
+        if transfer is None:
+            return "none: a payout with nothing to pay has no transfer"
+        return format_html(
+            '<a href="{}">{}</a>: {}; provider id {}; {} attempts; last error: {}',
+            reverse("admin:transfers_transfer_change", args=[transfer.pk]),
+            transfer.idempotency_key,
+            transfer.get_status_display(),
+            transfer.provider_id or "none yet",
+            transfer.attempts,
+            transfer.last_error or "none",
+        )
 
     @admin.display(description="orders")
     def covered_orders(self, payout: Payout) -> SafeString:

@@ -58,6 +58,8 @@ from scheduling.services import run_execute_here
 from statements.models import Statement
 from statements.services import statements_create_for_payouts
 from tiffin.db import jit_off
+from transfers.models import Transfer
+from transfers.services import transfers_create_for_payouts
 
 # One fencing resource for the whole ledger: any run that wrote payouts makes every run
 # with an older token stale, whichever restaurants each covered.
@@ -193,6 +195,10 @@ def _pay_restaurants(
         weeks = payout_weeks_due(batch=rest, as_of=as_of)
         paid += sql.payouts_insert_due(batch=rest, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
 
+    # --- Transfers: each payout with a positive net gets its outbox row in this same
+    # transaction (transfers/services.py, docs/transfers.md).
+    transfers_create_for_payouts(restaurant_ids=paid, written_at=now)
+
     # --- Statements: each payout's weekly email, its outbox row written in this same
     # transaction (statements/services.py, docs/statements.md).
     statements_create_for_payouts(restaurant_ids=paid, written_at=now)
@@ -250,8 +256,9 @@ def _ledger_truncate() -> None:
             # Deferred foreign-key checks still pending in this transaction block a TRUNCATE.
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
             cursor.execute("SET LOCAL tiffin.ledger_wipe = 'on'")  # until this transaction ends
-            cursor.execute("TRUNCATE payouts_payout, orders_commissionratechange")
+            cursor.execute("TRUNCATE transfers_transfer, payouts_payout, orders_commissionratechange")
         return
+    Transfer.objects.all().delete()
     Payout.objects.all().delete()
     CommissionRateChange.objects.all().delete()
 

@@ -43,6 +43,18 @@ def problems_alert(*, problems: Sequence[Problem], now: datetime) -> list[Proble
     return new
 
 
+def problem_alert_now(*, problem: Problem, now: datetime) -> bool:
+    """Record one problem found outside the check (a transfer the provider refused) and
+    deliver it after the caller's transaction commits, if it was never alerted; resolve
+    nothing else. The check, finding it again through an invariant, does not repeat it,
+    and resolves it once the invariant no longer reports it. Returns whether it is new."""
+    with transaction.atomic():
+        new = _record(problem, now=now)
+        if new:
+            transaction.on_commit(lambda: problems_deliver(problems=[problem], now=now))
+    return new
+
+
 def _record(problem: Problem, *, now: datetime) -> bool:
     """Insert the problem's row; True if this call inserted it (and so must alert)."""
     alert, created = RunAlert.objects.get_or_create(

@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "carts.apps.CartsConfig",
     "payouts.apps.PayoutsConfig",
     "statements.apps.StatementsConfig",
+    "transfers.apps.TransfersConfig",
     # The demo's commands (no tables), and ``simulate``, installed everywhere so it runs on
     # any migrated database: one empty probe table; its probe jobs only exist in the
     # processes it starts (SCHEDULING_EXTRA_JOB_MODULES).
@@ -236,6 +237,34 @@ CART_CLEANUP_BATCH_SIZE = env_int("CART_CLEANUP_BATCH_SIZE", 5000, minimum=1)
 PAYOUT_BATCH_SIZE = env_int("PAYOUT_BATCH_SIZE", 2500, minimum=1)
 # Overdue orders the stale-order safety net cancels per transaction.
 ORDER_CANCEL_BATCH_SIZE = env_int("ORDER_CANCEL_BATCH_SIZE", 500, minimum=1)
+
+# --- Transfers: payouts sent to the payment provider (transfers/, docs/transfers.md) -----
+# The provider's API (Stripe's, or provider_sandbox's address) and its secret key. The
+# official ``stripe`` library talks to it, so a real Stripe key and
+# https://api.stripe.com pay through Stripe with the same code. Empty: no provider is
+# configured; transfers are written and wait (check_runs reports them after a day).
+PAYMENT_PROVIDER_URL = env_str("PAYMENT_PROVIDER_URL", "").strip()
+PAYMENT_PROVIDER_KEY = env_str("PAYMENT_PROVIDER_KEY", "sk_test_tiffin_sandbox")
+# Seconds one request to the provider may take before its outcome counts as unknown.
+PAYMENT_PROVIDER_TIMEOUT_SECONDS = env_float("PAYMENT_PROVIDER_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+# How long the provider remembers an idempotency key (Stripe: at least 24 h). Past it a
+# transfer is looked up at the provider before anything is sent again.
+PAYMENT_PROVIDER_KEY_RETENTION_SECONDS = env_int("PAYMENT_PROVIDER_KEY_RETENTION_SECONDS", 86400, minimum=60)
+# A lookup that finds no transfer allows sending again (same key) only once the last
+# attempt is this old: no request of ours can still be in flight at the provider.
+TRANSFERS_LOOKUP_QUIET_SECONDS = env_int("TRANSFERS_LOOKUP_QUIET_SECONDS", 900, minimum=0)
+# The currency of every transfer (ISO 4217, lower case as Stripe writes it).
+PAYMENT_CURRENCY = env_str("PAYMENT_CURRENCY", "inr").strip().lower()
+# Transfers sent at once by one send-transfers run (threads), and taken per pass.
+TRANSFERS_CONCURRENCY = env_int("TRANSFERS_CONCURRENCY", 8, minimum=1)
+TRANSFERS_BATCH_SIZE = env_int("TRANSFERS_BATCH_SIZE", 200, minimum=1)
+# Backoff after an unknown outcome: base * 2^(attempt - 1) seconds, capped.
+TRANSFERS_RETRY_BASE_SECONDS = env_float("TRANSFERS_RETRY_BASE_SECONDS", 30.0, minimum=0.0)
+TRANSFERS_RETRY_MAX_SECONDS = env_float("TRANSFERS_RETRY_MAX_SECONDS", 3600.0, minimum=0.0)
+# The daily reconciliation compares the provider's transfers of the last WINDOW days with
+# the ledger (0: all of them); a positive payout not sent after GRACE seconds is a problem.
+TRANSFERS_RECONCILE_WINDOW_DAYS = env_int("TRANSFERS_RECONCILE_WINDOW_DAYS", 35, minimum=0)
+TRANSFERS_RECONCILE_GRACE_SECONDS = env_int("TRANSFERS_RECONCILE_GRACE_SECONDS", 86400, minimum=0)
 
 # --- Scheduling engine ----------------------------------------------------------------
 # Longest sleep of the scheduler loop, so a new delayed run is noticed within this time.

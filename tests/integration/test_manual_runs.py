@@ -100,7 +100,7 @@ def test_a_catch_up_behind_a_claimed_tick_no_worker_took_says_so_exits_non_zero_
         drain_queue()
     out = _call("catch_up_payouts", at=two_hours_later + timedelta(minutes=1))
     assert "succeeded" in out and "paid nothing: every finished week was already paid" in out
-    manual = JobRun.objects.get(trigger=Trigger.MANUAL)
+    manual = JobRun.objects.get(job_name=PAYOUT_JOB, trigger=Trigger.MANUAL)
     assert manual.status == RunStatus.SUCCEEDED
     assert Payout.objects.count() == 6
 
@@ -171,7 +171,7 @@ def test_run_job_sync_behind_a_run_a_dead_worker_left_running_says_why_and_a_ret
     assert dead.status == RunStatus.ABANDONED
     out = _call("run_job", PAYOUT_JOB, "--sync", at=now + timedelta(seconds=5))
     assert "ran weekly-payouts @ 2027-03-28T20:30:00+00:00" in out and "succeeded" in out
-    assert JobRun.objects.get(trigger=Trigger.MANUAL).status == RunStatus.SUCCEEDED
+    assert JobRun.objects.get(job_name=PAYOUT_JOB, trigger=Trigger.MANUAL).status == RunStatus.SUCCEEDED
 
 
 @pytest.fixture

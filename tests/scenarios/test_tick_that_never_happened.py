@@ -43,8 +43,9 @@ def test_after_an_outage_payouts_catch_up_deadline_ticks_are_skipped_and_check_r
 ) -> None:
     db = scenario.db
     scenario.seed(restaurants=9, weeks=3, now=DOWN_AT - timedelta(minutes=10))
-    # Every missed tick is recorded in one pass, however long the outage.
-    scenario.fleet.environment["SCHEDULER_MAX_TICKS_PER_PASS"] = "5000"
+    # Every missed tick is recorded in one pass, however long the outage (send-transfers,
+    # every minute, has about 11,000 in these eight days).
+    scenario.fleet.environment["SCHEDULER_MAX_TICKS_PER_PASS"] = "20000"
     before = SimulatedTime.starting(DOWN_AT - timedelta(minutes=10), speed=SPEED, lead=4.0)
     _run_fleet(scenario, before)
     # The processes have the clock's lead plus ten simulated minutes (nine real seconds) to

@@ -1,0 +1,469 @@
+"""Transfers: every payout with a positive net leaves exactly once, against the REAL
+provider sandbox (``python -m provider_sandbox`` in its own process group, spoken to
+through the official ``stripe`` library) and PostgreSQL.
+
+Each test ends by comparing the provider's transfers with the ledger: every payout with
+a positive net exactly one transfer of the same amount to the same destination, and no
+other transfer. The sender's clock is passed in (``read_clock``); the sandbox's clock is
+advanced through its control endpoint.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import stripe
+import time_machine
+from django.db import IntegrityError, connections, transaction
+
+from orders.models import OrderStatus, Restaurant
+from payouts.models import Payout
+from payouts.services import payouts_pay_due
+from scheduling.models import JobRun, RunAlert, RunStatus
+from scheduling.monitoring import CheckWindow
+from scheduling.services import run_execute_here
+from simulation.provider_process import RunningSandbox, running_sandbox
+from tests.engine import drain_queue, pay
+from tiffin.money import to_minor_units
+from transfers import provider
+from transfers.errors import InexactAmountError
+from transfers.jobs import transfers_not_sent, transfers_reconciled
+from transfers.models import RECONCILE_TRANSFERS_JOB, SEND_TRANSFERS_JOB, Transfer, TransferStatus
+from transfers.reconciliation import transfers_reconcile
+from transfers.services import SendResult, transfer_retry, transfer_send, transfers_send_due
+
+pytestmark = [pytest.mark.postgres, pytest.mark.scenario, pytest.mark.timeout(180)]
+
+# A tick of weekly-payouts (Sunday 20:30 UTC): the Kolkata weeks of 1, 8 and 15 March are
+# finished and settled.
+AS_OF = datetime(2027, 3, 21, 20, 30, tzinfo=UTC)
+PAID_AT = AS_OF + timedelta(minutes=5)  # pay()'s clock: the transfers' created_at
+RETENTION = 86400
+
+
+class Clock:
+    """The sender's clock: a fixed instant the test moves."""
+
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+
+    def __call__(self) -> datetime:
+        return self.at
+
+    def advance(self, **delta: float) -> None:
+        self.at += timedelta(**delta)
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, settings: Any) -> Iterator[RunningSandbox]:
+    with running_sandbox(state_path=tmp_path / "provider.sqlite3", log_path=tmp_path / "provider.log") as running:
+        settings.PAYMENT_PROVIDER_URL = running.url
+        settings.PAYMENT_PROVIDER_KEY = "sk_test_tiffin"
+        settings.PAYMENT_PROVIDER_TIMEOUT_SECONDS = 1.0
+        settings.PAYMENT_PROVIDER_KEY_RETENTION_SECONDS = RETENTION
+        settings.TRANSFERS_RETRY_BASE_SECONDS = 30.0
+        settings.TRANSFERS_LOOKUP_QUIET_SECONDS = 900
+        settings.PAYMENT_CURRENCY = "inr"
+        yield running
+
+
+@pytest.fixture
+def paid(restaurant_factory: Any, order_factory: Any) -> Callable[..., list[Restaurant]]:
+    """``count`` Kolkata restaurants connected to the provider, each with orders in the
+    weeks of 8 and 15 March (two transfers each) and none in the week of 1 March (a zero
+    payout, no transfer); then the weekly-payouts run as of AS_OF."""
+
+    def make(count: int = 1, *, connected: bool = True) -> list[Restaurant]:
+        restaurants = []
+        for number in range(count):
+            restaurant = restaurant_factory(onboarded_at=datetime(2027, 3, 1, tzinfo=UTC))
+            if connected:
+                Restaurant.objects.filter(id=restaurant.id).update(provider_account=f"acct_Tiffin{restaurant.id}")
+            for day, total in ((10, "1049.38"), (16, f"{200 + number}.05")):
+                delivered = datetime(2027, 3, day, 12, tzinfo=UTC)
+                order_factory(
+                    OrderStatus.DELIVERED,
+                    restaurant=restaurant,
+                    total=Decimal(total),
+                    placed_at=delivered - timedelta(minutes=2),
+                )
+            restaurants.append(restaurant)
+        pay(AS_OF, clock_at=PAID_AT)
+        return restaurants
+
+    return make
+
+
+def stripe_client() -> stripe.StripeClient:
+    return provider.provider_client()
+
+
+def assert_provider_matches_ledger() -> None:
+    """Each payout with a positive net: exactly one transfer at the provider, of its net
+    in minor units, to its restaurant's account; and no transfer the ledger does not know."""
+    held = provider.transfers_all(client=stripe_client())
+    payouts = Payout.objects.filter(net__gt=0).select_related("restaurant", "transfer")
+    expected = {payout.transfer.transfer_group: payout for payout in payouts}
+    assert sorted(item.transfer_group for item in held) == sorted(expected)  # one each, none unknown
+    for item in held:
+        payout = expected[item.transfer_group]
+        assert item.amount == to_minor_units(payout.net, "inr")
+        assert item.destination == payout.restaurant.provider_account
+        assert payout.transfer.status == TransferStatus.SENT and payout.transfer.provider_id == item.id
+    # And the daily reconciliation, which compares the same two records, finds nothing.
+    grace = timedelta(days=1)
+    assert (
+        transfers_reconcile(client=stripe_client(), now=PAID_AT + timedelta(days=5), created_since=None, grace=grace)
+        == []
+    )
+
+
+def send_one(transfer: Transfer, clock: Clock, *, fence: int = 1) -> SendResult:
+    client = stripe_client()
+    return transfer_send(transfer_id=transfer.id, fence=fence, job_run_id=None, client=client, read_clock=clock)
+
+
+def due_again(transfer: Transfer) -> datetime:
+    transfer.refresh_from_db()
+    assert transfer.next_attempt_at is not None
+    return transfer.next_attempt_at
+
+
+def wait_for(condition: Callable[[], bool], *, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
+# --- Written with the payout ------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_payout_run_writes_one_pending_transfer_per_positive_payout(paid) -> None:
+    [restaurant] = paid(1)
+    payouts = list(Payout.objects.filter(restaurant=restaurant).order_by("period_start"))
+    assert [p.net > 0 for p in payouts] == [False, True, True]  # the first week had no orders
+    transfers = list(Transfer.objects.order_by("period_start"))
+    assert [t.payout_id for t in transfers] == [p.id for p in payouts[1:]]
+    first = transfers[0]
+    assert first.amount_minor == 89197  # 1049.38 less 15 % (157.41), in paise, exactly
+    assert (first.currency, first.destination, first.status) == ("inr", f"acct_Tiffin{restaurant.id}", "pending")
+    assert first.idempotency_key == first.transfer_group == f"payout-{restaurant.id}-20270307T183000Z"
+    assert first.next_attempt_at == PAID_AT
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_amount_that_is_not_whole_minor_units_refuses_the_payout_and_its_transfer(
+    restaurant_factory, order_factory, settings
+) -> None:
+    """Atomicity: a transfer that cannot be written rolls its payout back with it."""
+    settings.PAYMENT_CURRENCY = "jpy"  # no minor unit: 891.97 yen is not an amount
+    restaurant = restaurant_factory(onboarded_at=datetime(2027, 3, 1, tzinfo=UTC))
+    placed_at = datetime(2027, 3, 10, tzinfo=UTC)
+    order_factory(OrderStatus.DELIVERED, restaurant=restaurant, total=Decimal("1049.38"), placed_at=placed_at)
+    with pytest.raises(InexactAmountError, match=r"891\.97 jpy is not a whole number"):
+        payouts_pay_due(as_of=AS_OF, fence=1, job_run_id=None, now=PAID_AT)
+    assert (Payout.objects.count(), Transfer.objects.count()) == (0, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transfer_cannot_exist_without_its_payout(paid) -> None:
+    """The other way round: the database refuses a transfer whose payout identity (restaurant,
+    period start) is not in the ledger, at the commit (the deferred foreign key)."""
+    paid(1)
+    transfer = Transfer.objects.order_by("id").first()
+    assert transfer is not None
+    orphan = datetime(2030, 1, 6, 18, 30, tzinfo=UTC)
+    with pytest.raises(IntegrityError, match="transfer_payout_identity_fk"), transaction.atomic():
+        Transfer.objects.filter(id=transfer.id).update(period_start=orphan)
+    assert Transfer.objects.filter(period_start=orphan).count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transfer_still_unsent_after_the_grace_is_a_problem_of_check_runs(paid, settings) -> None:
+    """Without a provider (or a restaurant's account) nothing leaves: after a day each paid
+    week without its transfer is reported, whatever the provider says or cannot say."""
+    settings.PAYMENT_PROVIDER_URL = ""
+    paid(1, connected=False)
+    assert transfers_not_sent(CheckWindow.ending(PAID_AT + timedelta(hours=23))) == []
+    problems = transfers_not_sent(CheckWindow.ending(PAID_AT + timedelta(hours=25)))
+    assert sorted(p.subject for p in problems) == sorted(
+        f"transfer:{key}" for key in Transfer.objects.values_list("idempotency_key", flat=True)
+    )
+    assert all("Waiting for the restaurant's provider account" in p.detail for p in problems)
+
+
+# --- Sending ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_send_transfers_run_the_payout_run_enqueued_sends_them_all(sandbox, paid) -> None:
+    paid(3)
+    # The payout run claimed and enqueued this minute's send-transfers tick.
+    [run] = JobRun.objects.filter(job_name=SEND_TRANSFERS_JOB)
+    assert run.scheduled_for == PAID_AT.replace(second=0)
+    with time_machine.travel(PAID_AT + timedelta(seconds=10), tick=False):
+        assert drain_queue() == 1
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert run.result == {"attached": 0, "sent": 6}
+    assert_provider_matches_ledger()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_restaurant_without_an_account_waits_then_is_paid_once_connected(sandbox, paid) -> None:
+    [restaurant] = paid(1, connected=False)
+    assert set(Transfer.objects.values_list("status", flat=True)) == {TransferStatus.WAITING_ACCOUNT}
+    clock = Clock(PAID_AT)
+    assert transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=2, batch_size=10).counts == {}
+    Restaurant.objects.filter(id=restaurant.id).update(provider_account="acct_Connected1")
+    result = transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=2, batch_size=10)
+    assert (result.attached, result.counts) == (2, {"sent": 2})
+    assert_provider_matches_ledger()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("fault", ["commit-then-timeout", "commit-then-500"])
+def test_an_answer_lost_after_the_provider_committed_is_retried_with_the_same_key(sandbox, paid, fault) -> None:
+    paid(1)
+    transfer = Transfer.objects.order_by("id").first()
+    assert transfer is not None
+    clock = Clock(PAID_AT)
+    sandbox.arm_fault(fault, count=1, methods=("POST",), delay_ms=3000)
+    assert send_one(transfer, clock) == SendResult.RETRYING
+    assert sandbox.state()["transfers"] == 1  # it did happen; the sender cannot know
+    transfer.refresh_from_db()
+    assert (transfer.status, transfer.attempts) == (TransferStatus.PENDING, 1)
+    assert fault.endswith("500") == ("(500)" in transfer.last_error)
+    # Not due before its backoff; then the same key replays the committed transfer.
+    assert send_one(transfer, clock) == SendResult.NOT_DUE
+    clock.at = due_again(transfer)
+    assert send_one(transfer, clock) == SendResult.SENT
+    assert sandbox.state()["transfers"] == 1
+    # The rest of the run's transfers go too; the provider holds one per payout.
+    transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=4, batch_size=10)
+    assert_provider_matches_ledger()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_provider_down_for_an_hour_is_retried_with_backoff_then_pays_each_week_once(sandbox, paid) -> None:
+    paid(2)
+    clock = Clock(PAID_AT)
+    sandbox.arm_fault("down")
+    passes = []
+    while clock.at < PAID_AT + timedelta(hours=1):
+        passes.append(transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=4, batch_size=10))
+        clock.advance(minutes=1)  # the job's cron
+    attempts = sorted(Transfer.objects.values_list("attempts", flat=True))
+    # Backoff (timeout 1 s + 30 s x 2^(n-1)), a pass a minute: attempts at minutes 0, 1, 3, 6, 11, 20, 37.
+    assert attempts == [7, 7, 7, 7], attempts
+    assert sum(p.counts.get("retrying", 0) for p in passes) == 28 and sandbox.state()["transfers"] == 0
+    sandbox.clear_fault()
+    clock.advance(hours=1)
+    assert transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=4, batch_size=10).counts == {
+        "sent": 4
+    }
+    assert_provider_matches_ledger()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_senders_at_once_make_one_transfer_each(sandbox, paid) -> None:
+    """Two runs, different fences, over the same pending transfers at the same time."""
+    paid(4)
+    clock = Clock(PAID_AT)
+    results: dict[int, Any] = {}
+
+    def sender(fence: int) -> None:
+        try:
+            results[fence] = transfers_send_due(
+                fence=fence, job_run_id=None, read_clock=clock, concurrency=4, batch_size=3
+            )
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=sender, args=(fence,)) for fence in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    # Whatever the older fence did not record, the newer one (or a later pass) sends.
+    clock.advance(hours=1)
+    transfers_send_due(fence=2, job_run_id=None, read_clock=clock, concurrency=4, batch_size=10)
+    assert sandbox.state()["transfers"] == 8
+    assert_provider_matches_ledger()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_paused_sender_whose_request_is_in_flight_pays_once(sandbox, paid) -> None:
+    """A's request is slow (in flight at the provider); its lease runs out, B (newer fence)
+    sends the same key: 409 while A's request holds it. A's answer comes, but its fence is
+    stale: nothing recorded. B's next attempt gets the provider's replay."""
+    paid(1)
+    transfer = Transfer.objects.order_by("id").first()
+    assert transfer is not None
+    sandbox.arm_fault("slow", count=1, methods=("POST",), delay_ms=4000)
+    outcome: list[SendResult] = []
+    settings_timeout = 10.0  # A waits for its slow answer
+
+    def paused_sender() -> None:
+        try:
+            with_timeout = stripe.StripeClient(
+                "sk_test_tiffin",
+                base_addresses={"api": sandbox.url},
+                max_network_retries=0,
+                http_client=stripe.RequestsClient(timeout=settings_timeout),
+            )
+            outcome.append(
+                transfer_send(
+                    transfer_id=transfer.id, fence=1, job_run_id=None, client=with_timeout, read_clock=Clock(PAID_AT)
+                )
+            )
+        finally:
+            connections.close_all()
+
+    a = threading.Thread(target=paused_sender)
+    a.start()
+    wait_for(lambda: sandbox.state()["in_flight"] == 1)
+    b_clock = Clock(due_again(transfer))
+    assert send_one(transfer, b_clock, fence=2) == SendResult.RETRYING  # 409: the key is in flight
+    transfer.refresh_from_db()
+    assert "409" in transfer.last_error
+    a.join(timeout=60)
+    assert outcome == [SendResult.STALE]
+    assert sandbox.state()["transfers"] == 1
+    b_clock.at = due_again(transfer)
+    assert send_one(transfer, b_clock, fence=2) == SendResult.SENT
+    transfers_send_due(fence=2, job_run_id=None, read_clock=b_clock, concurrency=2, batch_size=10)
+    assert_provider_matches_ledger()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_amount_changed_between_attempts_is_refused_stopped_alerted_and_never_resent(sandbox, paid) -> None:
+    paid(1)
+    transfer = Transfer.objects.order_by("id").first()
+    assert transfer is not None
+    clock = Clock(PAID_AT)
+    sandbox.arm_fault("commit-then-timeout", count=1, methods=("POST",), delay_ms=3000)
+    assert send_one(transfer, clock) == SendResult.RETRYING
+    Transfer.objects.filter(id=transfer.id).update(amount_minor=transfer.amount_minor + 100)  # the bug
+    clock.at = due_again(transfer)
+    assert send_one(transfer, clock) == SendResult.STOPPED
+    transfer.refresh_from_db()
+    assert transfer.status == TransferStatus.STOPPED
+    assert "IdempotencyError (400)" in transfer.last_error
+    [alert] = RunAlert.objects.filter(job_name=SEND_TRANSFERS_JOB)
+    assert alert.subject == f"transfer:{transfer.idempotency_key}"
+    # Never sent again, by any later pass.
+    clock.advance(days=3)
+    transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=2, batch_size=10)
+    transfer.refresh_from_db()
+    assert (transfer.status, transfer.attempts) == (TransferStatus.STOPPED, 2)
+    held = provider.transfers_find(client=stripe_client(), transfer_group=transfer.transfer_group)
+    assert [item.amount for item in held] == [transfer.amount_minor - 100]  # the first request, once
+    # A person restores the amount and retries: the same key, and the provider's replay.
+    Transfer.objects.filter(id=transfer.id).update(amount_minor=transfer.amount_minor - 100)
+    transfer_retry(transfer_id=transfer.id, now=clock.at)
+    assert send_one(transfer, clock) == SendResult.SENT
+    assert_provider_matches_ledger()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_past_the_key_retention_a_transfer_is_looked_up_not_resent(sandbox, paid) -> None:
+    paid(1)
+    transfer = Transfer.objects.order_by("id").first()
+    assert transfer is not None
+    clock = Clock(PAID_AT)
+    sandbox.arm_fault("commit-then-timeout", count=1, methods=("POST",), delay_ms=3000)
+    assert send_one(transfer, clock) == SendResult.RETRYING
+    # A day passes: the provider forgets the key; a blind resend would pay a second time.
+    sandbox.advance_clock(RETENTION + 60)
+    clock.advance(seconds=RETENTION + 60)
+    assert sandbox.state()["idempotency_keys"] == 0
+    assert send_one(transfer, clock) == SendResult.SENT
+    transfer.refresh_from_db()
+    assert transfer.attempts == 2 and transfer.provider_id.startswith("tr_")
+    assert sandbox.state()["transfers"] == 1
+    transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=2, batch_size=10)
+    assert_provider_matches_ledger()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_past_the_key_retention_a_transfer_the_provider_never_made_is_sent_once(sandbox, paid) -> None:
+    """The lookup finds nothing, no attempt is recent: the key's window starts again and
+    the same key is sent, once."""
+    paid(1)
+    transfer = Transfer.objects.order_by("id").first()
+    assert transfer is not None
+    clock = Clock(PAID_AT)
+    sandbox.arm_fault("500-before-commit", count=1, methods=("POST",))
+    assert send_one(transfer, clock) == SendResult.RETRYING
+    assert sandbox.state()["transfers"] == 0
+    sandbox.advance_clock(RETENTION + 60)
+    clock.advance(seconds=RETENTION + 60)
+    assert send_one(transfer, clock) == SendResult.RETRYING  # looked up: none; window reset
+    transfer.refresh_from_db()
+    assert transfer.first_attempt_at is None and "found no transfer" in transfer.last_error
+    assert send_one(transfer, clock) == SendResult.SENT
+    assert sandbox.state()["transfers"] == 1
+    transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=2, batch_size=10)
+    assert_provider_matches_ledger()
+
+
+# --- Reconciliation -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_daily_reconciliation_names_every_disagreement_as_a_problem(sandbox, paid, settings) -> None:
+    # Every provider transfer: the sandbox's clock is today's, the ledger's is in 2027.
+    settings.TRANSFERS_RECONCILE_WINDOW_DAYS = 0
+    paid(2)
+    clock = Clock(PAID_AT)
+    transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=4, batch_size=10)
+    sent = list(Transfer.objects.order_by("restaurant_id", "period_start"))
+    client = stripe_client()
+    # Money that left outside the outbox: a second transfer of a paid week (no key), and
+    # one the ledger never asked for.
+    doubled = sent[0]
+    client.v1.transfers.create(
+        {
+            "amount": doubled.amount_minor,
+            "currency": "inr",
+            "destination": doubled.destination,
+            "transfer_group": doubled.transfer_group,
+        }
+    )
+    client.v1.transfers.create({"amount": 500, "currency": "inr", "destination": "acct_Stranger1"})
+    # A paid week that never left: stopped before it was sent.
+    Transfer.objects.filter(id=sent[3].id).update(status=TransferStatus.STOPPED, provider_id="", sent_at=None)
+    transfer = sent[3]
+    # The ledger's record disagrees with the provider's: another id, another amount.
+    Transfer.objects.filter(id=sent[1].id).update(provider_id="tr_NeverMade")
+    Transfer.objects.filter(id=sent[2].id).update(amount_minor=sent[2].amount_minor + 1)
+    checked_at = datetime(2027, 3, 28, 4, 0, tzinfo=UTC)
+    with time_machine.travel(checked_at + timedelta(minutes=1), tick=False):
+        run = run_execute_here(
+            job_name=RECONCILE_TRANSFERS_JOB, scheduled_for=checked_at, now=checked_at, worker="test"
+        )
+    assert run is not None
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    problems = transfers_reconciled(CheckWindow.ending(checked_at))
+    found = sorted((p.subject.rsplit(":", 1)[-1], p.subject.split(":")[1]) for p in problems)
+    assert found == sorted(
+        [
+            ("double", doubled.transfer_group),
+            ("missing", sent[1].transfer_group),
+            ("different", sent[2].transfer_group),
+            ("not_recorded", transfer.transfer_group),
+            ("unknown", ""),
+        ]
+    ), found
+    assert isinstance(run.result, dict) and run.result["mismatches"] == 5

@@ -1,0 +1,105 @@
+"""The transfer outbox, read-only but for one decision: retrying a stopped transfer with
+the same key (permission ``transfers.retry_transfer``). The frozen request is never
+edited here: what was sent once is what is sent again."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from tiffin import clock
+from tiffin.admin_lists import BoundedPaginator
+from transfers.errors import TransferError
+from transfers.models import Transfer
+from transfers.services import transfer_retry
+
+if TYPE_CHECKING:
+    _TransferAdmin = admin.ModelAdmin[Transfer]
+else:  # ModelAdmin is generic only in django-stubs
+    _TransferAdmin = admin.ModelAdmin
+
+
+@admin.register(Transfer)
+class TransferAdmin(_TransferAdmin):
+    list_display = (
+        "idempotency_key",
+        "restaurant",
+        "amount",
+        "destination_shown",
+        "status",
+        "provider_id",
+        "attempts",
+        "last_attempt_at",
+        "next_attempt_at",
+    )
+    list_filter = ("status",)
+    list_select_related = ("restaurant",)
+    search_fields = ("=idempotency_key", "=provider_id", "=restaurant__id", "restaurant__name")
+    paginator = BoundedPaginator
+    show_full_result_count = False
+    actions = ("retry",)
+    fields = (
+        "payout_link",
+        "restaurant",
+        "period_start",
+        "amount",
+        "destination",
+        "idempotency_key",
+        "transfer_group",
+        "status",
+        "provider_id",
+        "attempts",
+        "first_attempt_at",
+        "last_attempt_at",
+        "next_attempt_at",
+        "sent_at",
+        "last_error",
+        "created_at",
+    )
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Transfer | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Transfer | None = None) -> bool:
+        return False
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("transfers.retry_transfer")
+
+    @admin.action(description="Retry the selected stopped transfers (same key, same request)", permissions=["retry"])
+    def retry(self, request: HttpRequest, queryset: QuerySet[Transfer]) -> None:
+        now = clock.now()
+        retried, refused = 0, []
+        for transfer_id in queryset.values_list("id", flat=True):
+            try:
+                transfer_retry(transfer_id=transfer_id, now=now)
+                retried += 1
+            except TransferError as error:
+                refused.append(str(error))
+        if retried:
+            self.message_user(request, f"{retried} transfers will be sent again with their own key.", messages.SUCCESS)
+        for message in refused:
+            self.message_user(request, message, messages.WARNING)
+
+    @admin.display(description="amount", ordering="amount_minor")
+    def amount(self, transfer: Transfer) -> str:
+        return f"{transfer.amount_minor} {transfer.currency} minor units"
+
+    @admin.display(description="destination", ordering="destination")
+    def destination_shown(self, transfer: Transfer) -> str:
+        return transfer.destination or "(no provider account yet)"
+
+    @admin.display(description="payout")
+    def payout_link(self, transfer: Transfer) -> SafeString:
+        url = reverse("admin:payouts_payout_change", args=[transfer.payout_id])
+        return format_html('<a href="{}">payout {}</a>', url, transfer.payout_id)
