@@ -47,7 +47,7 @@ def test_make_up_logs_a_404_once_and_ctrl_c_stops_both_promptly(tmp_path: Path) 
         up = subprocess.Popen(
             ["bash", str(PROJECT_DIR / "deploy" / "local-up.sh")],
             cwd=PROJECT_DIR, env=_environment(tmp_path, port), stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
+            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_interruptible,
         )  # fmt: skip
     started: list[int] = []
     try:
@@ -83,6 +83,12 @@ def test_make_up_logs_a_404_once_and_ctrl_c_stops_both_promptly(tmp_path: Path) 
     assert took < PROMPT_SECONDS, f"Ctrl-C took {took:.1f} s"
     assert "SIGKILL" not in log and "Shutting down: Master" in log, log[-2000:]
     assert "Stopped." in terminal.read_text()
+
+
+def _interruptible() -> None:
+    """SIGINT as a terminal gives it: a test run started in the background of a
+    non-interactive shell inherits it ignored, and bash cannot trap an ignored signal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _alive(pids: list[int]) -> bool:
