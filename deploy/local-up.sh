@@ -4,7 +4,9 @@
 # them. Run `make demo` first for data to look at. Ctrl-C stops both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=.venv/bin/python
+# The virtualenv's programs (VENV_BIN: another virtualenv's, as the tests pass theirs).
+VENV_BIN=${VENV_BIN:-.venv/bin}
+PY=$VENV_BIN/python
 export PORT=${PORT:-8000} HOST=${HOST:-127.0.0.1}
 # DEBUG=1 by default: the development key the demo's queued tasks were signed with is
 # accepted only with DEBUG on. Give a SECRET_KEY (and DEBUG=0) to run as production does.
@@ -40,26 +42,40 @@ fi
 handover=$($PY manage.py end_simulation)
 
 # The processes log to files, so the terminal keeps the login and the addresses.
-mkdir -p db
-worker_log=db/worker.log web_log=db/web.log
+LOG_DIR=${LOG_DIR:-db}
+mkdir -p "$LOG_DIR"
+worker_log=$LOG_DIR/worker.log web_log=$LOG_DIR/web.log
 : >"$worker_log"
 : >"$web_log"
 
-# The worker gets its own process group (job control on), so Ctrl-C reaches only
-# gunicorn and this script; the worker is then stopped with SIGTERM to its main process
-# alone, as Kubernetes does. (A signal to every process of the django-q2 cluster at once
-# can leave the cluster's stop waiting forever on a lock a killed child held.)
+# Each server gets its own process group (job control on), so Ctrl-C reaches only this
+# script, whose trap stops each once, the way a process manager does: SIGTERM to the main
+# process alone. (Ctrl-C also reaching gunicorn's master and workers, followed by the
+# trap's SIGTERM, made two overlapping shutdowns; a signal to every process of the
+# django-q2 cluster at once can leave the cluster's stop waiting forever on a lock a
+# killed child held.) On a laptop a request in flight gets WEB_GRACEFUL_TIMEOUT_SECONDS
+# (default 5) to finish, not the deployment's 20.
+export WEB_GRACEFUL_TIMEOUT_SECONDS=${WEB_GRACEFUL_TIMEOUT_SECONDS:-5}
 set -m
 $PY manage.py worker >>"$worker_log" 2>&1 &
 worker=$!
-set +m
-# However this script ends, both stop (gunicorn, started in the background, is not
-# reached by a Ctrl-C on its own).
-trap 'kill -TERM ${web:-} $worker 2>/dev/null; wait ${web:-} $worker 2>/dev/null' EXIT
-trap 'exit 130' INT TERM
-
-.venv/bin/gunicorn tiffin.wsgi --config deploy/gunicorn.conf.py --access-logfile "$web_log" --error-logfile "$web_log" &
+# gunicorn's own log, its access log and what Django writes (stderr) all go to the web log.
+"$VENV_BIN/gunicorn" tiffin.wsgi --config deploy/gunicorn.conf.py --access-logfile "$web_log" --error-logfile "$web_log" \
+  >>"$web_log" 2>&1 &
 web=$!
+set +m
+stop() {
+  [[ -z ${stopped:-} ]] || return 0
+  stopped=1
+  echo "  Stopping the web server and the worker..."
+  kill -TERM $web $worker 2>/dev/null || true
+  wait $web $worker 2>/dev/null || true
+  echo "  Stopped."
+}
+# However this script ends (Ctrl-C, SIGTERM, or gunicorn failing), both stop.
+trap stop EXIT
+trap 'echo; exit 130' INT TERM
+
 # Wait until gunicorn listens (or has died, whose log then says why).
 for _ in $(seq 100); do
   grep -q "Listening at" "$web_log" && break

@@ -52,7 +52,8 @@ class RestaurantFilter(admin.SimpleListFilter):
         restaurants = Restaurant.objects.order_by("name", "id")
         if restaurants.count() > RESTAURANT_CHOICES_MAX:
             restaurants = restaurants.filter(id=self._id() or 0)
-        return [(str(r.pk), f"{r.name} ({r.pk})") for r in restaurants]
+        # "#12", not "(12)": the admin's "Show counts" puts a count in parentheses.
+        return [(str(r.pk), f"{r.name} #{r.pk}") for r in restaurants]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return queryset.filter(restaurant_id=self._id()) if self.value() else queryset
@@ -262,7 +263,8 @@ class PayoutAdmin(_PayoutAdmin):
             ),
         )
         more = f" and {count - COVERED_ORDERS_SHOWN} more" if count > COVERED_ORDERS_SHOWN else ""
-        return format_html("{}<ul>{}</ul>{}", header, rows, more)
+        # The admin's form CSS indents a list in a field by the label's 170 px; this one is under its heading.
+        return format_html('{}<ul style="margin-left: 0; padding-left: 1.5em">{}</ul>{}', header, rows, more)
 
 
 class _Echo:

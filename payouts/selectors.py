@@ -203,6 +203,8 @@ def payout_covered_orders(*, payout: Payout) -> QuerySet[Order]:
 class WeekRow:
     restaurant: str
     timezone: str
+    restaurant_id: int
+    onboarded_at: datetime
     week_start_local: date
     order_count: int
     gross: Decimal
@@ -223,6 +225,8 @@ def payout_weeks_table(*, limit_weeks: int = 8) -> list[WeekRow]:
         WeekRow(
             restaurant=payout.restaurant.name,
             timezone=payout.restaurant.timezone,
+            restaurant_id=payout.restaurant_id,
+            onboarded_at=payout.restaurant.onboarded_at,
             week_start_local=payout.week_start_local,
             order_count=payout.order_count,
             gross=payout.gross,

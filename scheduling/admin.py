@@ -25,6 +25,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django_q.models import Schedule as DjangoQSchedule
 
 from scheduling import cron, services, views
 from scheduling.models import JobRun, JobRunEvent, Overlap, RunAlert, RunStatus, Schedule, SkipReason, Trigger
@@ -432,3 +433,12 @@ class RunAlertAdmin(ReadOnlyMixin, _RunAlertAdmin):
     list_display = ("alerted_at", "kind", "job_name", "subject", "scheduled_for", "run_id", "detail", "resolved_at")
     list_filter = ("kind", JobNameFilter, ("resolved_at", admin.EmptyFieldListFilter))
     date_hierarchy = "alerted_at"
+
+
+# --- django-q2's own scheduler ----------------------------------------------------------
+
+# django-q2 registers its "Scheduled tasks" (with an Add button) in the admin. Tiffin turns
+# that scheduler off (Q_CLUSTER["scheduler"] is False: the schedules above replace it), so
+# a task added there would never run. Its queue and result pages stay, for debugging.
+if admin.site.is_registered(DjangoQSchedule):
+    admin.site.unregister(DjangoQSchedule)

@@ -66,6 +66,8 @@ class SkipReason(models.TextChoices):
     MISSED_DEADLINE = "missed_deadline", "Later than the misfire deadline"
     COALESCED = "coalesced", "Coalesced into a later tick"
     PAUSED = "paused", "The job was paused"
+    # Retired by end_simulation: the simulated servers that would have run it are gone.
+    SIMULATION_ENDED = "simulation_ended", "The simulation ended before it ran"
 
 
 class Schedule(models.Model):

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from scheduling import cron
-from scheduling.models import IN_FLIGHT_STATUSES, JobRun, ProblemKind, RunStatus, Schedule
+from scheduling.models import IN_FLIGHT_STATUSES, JobRun, ProblemKind, RunStatus, Schedule, SkipReason
 from scheduling.registry import DEFAULT_TIMEOUT_SECONDS, Job, registry
 
 # A heartbeating run is "overrunning" once it has run this many times its recent median.
@@ -253,7 +253,10 @@ def runs_ended_badly(*, window: CheckWindow) -> list[Problem]:
         Q(scheduled_for__gt=window.start) | Q(finished_at__gt=window.start)
     )
     # Skips are common: job_run_status serves status = 'skipped' AND scheduled_for > start.
-    skipped = JobRun.objects.filter(status=RunStatus.SKIPPED, scheduled_for__gt=window.start)
+    # A run end_simulation retired is not a problem of this deployment.
+    skipped = JobRun.objects.filter(status=RunStatus.SKIPPED, scheduled_for__gt=window.start).exclude(
+        skip_reason=SkipReason.SIMULATION_ENDED
+    )
     return [_ended_problem(run) for run in _ordered(dead, skipped)]
 
 

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, tzinfo
 from django.conf import settings
 
 from scheduling import cron
-from scheduling.models import JobRun, Schedule
+from scheduling.models import JobRun, Schedule, Trigger
 from scheduling.registry import Job, registry
 
 # --- The data: expected ticks against job_runs -------------------------------------------
@@ -89,29 +89,49 @@ def timeline_fitted_start(*, job: Job, schedule: Schedule | None, now: datetime)
        last ones took about as long), within TIMELINE_MIN_SPAN and TIMELINE_MAX_SPAN.
     2. No earlier than the minute it was first registered: nothing was expected before,
        so a job two days old shows its two days, not five empty weeks.
+    3. But back to its last TIMELINE_FITTED_TICKS cron runs (within TIMELINE_MAX_SPAN):
+       a history older than the registration (a simulation's, handed over to the real
+       clock) is shown, not hidden behind an empty span.
     """
     ahead = cron.next_ticks(job.cron, job.timezone, now, TIMELINE_FITTED_TICKS)
     span = min(max(ahead[-1] - now if ahead else TIMELINE_MAX_SPAN, TIMELINE_MIN_SPAN), TIMELINE_MAX_SPAN)
     start = now - span
     if schedule is not None:
         start = max(start, schedule.first_seen_at.replace(second=0, microsecond=0))
+    history = _oldest_of_last_cron_runs(job_name=job.name, since=now - TIMELINE_MAX_SPAN)
+    if history is not None:
+        # A minute before it: the window is (start, now], and the mark is off the edge.
+        start = min(start, history.replace(second=0, microsecond=0) - timedelta(minutes=1))
     return min(start, now - TIMELINE_MIN_SPAN)
+
+
+def _oldest_of_last_cron_runs(*, job_name: str, since: datetime) -> datetime | None:
+    # The claim key index (job_name, subject, scheduled_for) read backwards, at most
+    # TIMELINE_FITTED_TICKS rows.
+    newest = JobRun.objects.filter(
+        job_name=job_name, subject="", trigger=Trigger.CRON, scheduled_for__gt=since
+    ).order_by("-scheduled_for")
+    times = list(newest.values_list("scheduled_for", flat=True)[:TIMELINE_FITTED_TICKS])
+    return times[-1] if times else None
 
 
 def job_timeline(*, job: Job, schedule: Schedule | None, start: datetime, now: datetime) -> JobTimeline:
     """One job's timeline over (start, now].
 
-    1. The ticks its schedule produced (no earlier than its first registration: older
-       ticks were never expected), the newest TIMELINE_MAX_TICKS of them.
+    1. Its ticks: those its schedule produced since its first registration (older ticks
+       were never expected), and those of its cron runs (a tick claimed before the
+       registration, a simulation's history, is a tick all the same); the newest
+       TIMELINE_MAX_TICKS of them.
     2. Its runs in the window with an empty subject, matched to ticks by logical time
        (served by the claim key index); the rest are manual or backfill runs.
     3. A tick without a run is missed once older than the check's grace, else pending.
     """
     expected_from = max(start, schedule.first_seen_at) if schedule is not None else now
-    ticks = cron.ticks_between(job.cron, job.timezone, expected_from, now)
-    shown = ticks[-TIMELINE_MAX_TICKS:]
     window = JobRun.objects.filter(job_name=job.name, subject="", scheduled_for__gt=start, scheduled_for__lte=now)
     runs = {run.scheduled_for: run for run in window.only(*TIMELINE_FIELDS)}
+    claimed = {when for when, run in runs.items() if run.trigger == Trigger.CRON}
+    ticks = sorted(claimed.union(cron.ticks_between(job.cron, job.timezone, expected_from, now)))
+    shown = ticks[-TIMELINE_MAX_TICKS:]
     grace_edge = now - timedelta(seconds=settings.SCHEDULER_CHECK_GRACE_SECONDS)
     drawn = [_timeline_tick(tick, runs.get(tick), grace_edge) for tick in shown]
     on_ticks, first_drawn = set(ticks), shown[0] if shown else start

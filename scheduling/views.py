@@ -206,6 +206,14 @@ def cron_explainer(request: HttpRequest, *, context: dict[str, Any]) -> HttpResp
             typed = _typed_fields(data["expression"], bad=error.field)
             suggestion = getattr(error, "suggestion", None)
             form.add_error("expression", str(error))  # (drops it from cleaned_data)
+    elif form.is_bound and "zone" in form.errors and "expression" in form.cleaned_data:
+        # A bad zone must not hide a bad expression: both are reported at once.
+        try:
+            cron.validate(form.cleaned_data["expression"])
+        except cron.CronError as error:
+            typed = _typed_fields(form.cleaned_data["expression"], bad=error.field)
+            suggestion = getattr(error, "suggestion", None)
+            form.add_error("expression", str(error))
     context.update(
         {
             "title": "Cron explainer",

@@ -36,6 +36,9 @@ TARGET_JOB = "sim-settlement"
 BOOT_SECONDS = 4.0
 # Real seconds without a single claimed run finishing after which the drain gives up.
 DRAIN_SECONDS = 60.0
+# Simulated time between the last order's deadline and the end: a few scheduler passes
+# to hand its cancellation run to a worker.
+SETTLE_MARGIN = timedelta(minutes=3)
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -112,6 +115,14 @@ class SimulationPlan:
     def end(self) -> datetime:
         return self.start + self.duration
 
+    def traffic_window(self) -> timedelta:
+        """How long orders are placed: until one answer window (plus a settling margin)
+        before the end when the run is long enough, so every order's fate (answered, or
+        cancelled by its run at the deadline) is decided by the simulated servers, not
+        left to whatever serves the database next; else half the run."""
+        settle = timedelta(seconds=settings.ORDER_ACCEPT_TIMEOUT_SECONDS) + SETTLE_MARGIN
+        return max(self.duration - settle, self.duration / 2)
+
     def skews(self) -> list[float]:
         """Scheduler clock offsets spread evenly over [-skew, +skew]."""
         if self.servers == 1 or not self.skew:
@@ -164,7 +175,7 @@ class Simulation:
 
     def _start_traffic(self) -> None:
         if self.plan.orders_per_minute > 0:
-            minutes = str(self.plan.duration.total_seconds() / 60)
+            minutes = str(self.plan.traffic_window().total_seconds() / 60)
             command = ["simulate_orders", "--per-minute", str(self.plan.orders_per_minute), "--minutes", minutes]
             self.fleet.start("orders", command, env=self._env(), may_finish=True)
         self.say(

@@ -12,9 +12,21 @@ from django_q.models import OrmQ
 from payouts.models import Payout
 from scheduling.alerts import alerts_resolve
 from scheduling.context import RunContext
+from scheduling.events import events_write
 from scheduling.execution import worker_name
 from scheduling.fencing import fence_check
-from scheduling.models import Fence, JobKind, JobRun, JobRunEvent, RunAlert, Schedule, SchedulerNode
+from scheduling.models import (
+    IN_FLIGHT_STATUSES,
+    Fence,
+    JobKind,
+    JobRun,
+    JobRunEvent,
+    RunAlert,
+    RunStatus,
+    Schedule,
+    SchedulerNode,
+    SkipReason,
+)
 from scheduling.monitoring import runs_check
 from simulation.models import ProbeCharge, StrategyRun
 
@@ -112,12 +124,19 @@ class HandOver:
     simulated_until: datetime | None  # the simulated clock's last scheduler pass
     now: datetime
     probe_runs: int
+    retired_runs: int = 0  # runs the simulation left in flight, now skipped
 
     def line(self) -> str:
         until = f"{self.simulated_until:%a %d %b %H:%M} UTC" if self.simulated_until else "an unknown time"
+        retired = (
+            f" {self.retired_runs} run{'s' if self.retired_runs != 1 else ''} the simulation left unfinished "
+            f"{'are' if self.retired_runs != 1 else 'is'} skipped (simulation ended), not run late."
+            if self.retired_runs
+            else ""
+        )
         return (
             f"The simulated history ends at {until}; the schedules start afresh from now "
-            f"({self.now:%a %d %b %H:%M} UTC), so the time between is not taken for an outage."
+            f"({self.now:%a %d %b %H:%M} UTC), so the time between is not taken for an outage.{retired}"
         )
 
 
@@ -133,7 +152,12 @@ def simulation_hand_over(*, now: datetime) -> HandOver | None:
     3. Every cron schedule is registered afresh as of ``now``: the scheduler claims no
        tick between the simulated past and now (it is not an outage of this deployment:
        no server of it was meant to run), and the missed-run check expects none.
-    4. The alerts the simulation left open are resolved unless the check, as of ``now``,
+    4. Every run the simulation left in flight (a delayed run not yet due when its
+       clock stopped, a retry, a claim its stopped workers never finished) is retired:
+       skipped with the reason "simulation ended", an event saying so. Run at the real
+       present it would act days late on the simulated past (cancel a demo order whose
+       restaurant had minutes left to answer); its servers are gone, so it never ran.
+    5. The alerts the simulation left open are resolved unless the check, as of ``now``,
        still finds their problem (``/healthz`` counts the open ones).
     """
     if not Schedule.objects.filter(job_name__in=PROBE_JOBS).exists():
@@ -147,5 +171,16 @@ def simulation_hand_over(*, now: datetime) -> HandOver | None:
         probe_runs.delete()
         Schedule.objects.filter(job_name__in=PROBE_JOBS).delete()
         Schedule.objects.filter(kind=JobKind.CRON).update(first_seen_at=now)
+        retired = _runs_retire(now=now)
         alerts_resolve(current={problem.key for problem in runs_check(now=now)}, now=now)
-    return HandOver(simulated_until=simulated_until, now=now, probe_runs=counted)
+    return HandOver(simulated_until=simulated_until, now=now, probe_runs=counted, retired_runs=retired)
+
+
+def _runs_retire(*, now: datetime) -> int:
+    """Skip every run still in flight (reason: the simulation ended); return how many."""
+    runs = list(JobRun.objects.select_for_update().filter(status__in=IN_FLIGHT_STATUSES).order_by("id"))
+    for run in runs:
+        run.status, run.skip_reason, run.finished_at = RunStatus.SKIPPED, SkipReason.SIMULATION_ENDED, now
+    JobRun.objects.bulk_update(runs, ["status", "skip_reason", "finished_at"], batch_size=1000)
+    events_write(runs, kind="skipped", now=now, message="the simulation ended before the run finished")
+    return len(runs)

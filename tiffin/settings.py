@@ -208,13 +208,27 @@ STATEMENTS_RETRY_MAX_SECONDS = env_float("STATEMENTS_RETRY_MAX_SECONDS", 3600.0,
 # A statement still unsent this long after it was written is a problem of check_runs.
 STATEMENTS_UNSENT_GRACE_SECONDS = env_int("STATEMENTS_UNSENT_GRACE_SECONDS", 86400, minimum=0)
 
+# One line per record, on the root's handler. Django's own default gives the "django"
+# logger a console handler of its own (with DEBUG on) as well as passing records up to the
+# root, so each 404 was printed twice; here "django" keeps only the error mail to ADMINS
+# (with DEBUG off, as Django's default does) and its records reach the console once.
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "filters": {"require_debug_false": {"()": "django.utils.log.RequireDebugFalse"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "mail_admins": {
+            "class": "django.utils.log.AdminEmailHandler",
+            "level": "ERROR",
+            "filters": ["require_debug_false"],
+        },
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
+        "django": {"handlers": ["mail_admins"], "level": LOG_LEVEL},
         "django_q": {"level": env_str("DJANGO_Q_LOG_LEVEL", "WARNING")},
         # django-axes: each failed login and lockout is a warning; its start banner and
         # per-request notes (INFO) would fill every command's output.

@@ -93,3 +93,26 @@ def test_a_schedule_no_code_declares_has_no_next_fire_time(simulated):
     with registry.replaced(FIVE_MINUTES):
         fires = {s.job_name: schedule_next_fire(schedule=s, now=REAL_NOW) for s in Schedule.objects.all()}
     assert fires == {FIVE_MINUTES.name: REAL_NOW + timedelta(minutes=3), PROBE_JOBS[0]: None, PROBE_JOBS[1]: None}
+
+
+def test_the_runs_a_simulation_left_in_flight_are_skipped_not_run_days_late(simulated):
+    """A delayed run due after the simulated end (an order's cancellation) and a retry:
+    both would run at the real present, days late; the hand-over retires them instead."""
+    due = {"created_at": SIMULATED_END, "trigger": Trigger.DELAYED}
+    pending = JobRun.objects.create(
+        job_name="cancel-one", subject="order:7", scheduled_for=SIMULATED_END + timedelta(minutes=3),
+        due_at=SIMULATED_END + timedelta(minutes=3), status=RunStatus.SCHEDULED, **due,
+    )  # fmt: skip
+    retrying = JobRun.objects.create(
+        job_name=FIVE_MINUTES.name, scheduled_for=SIMULATED_END - timedelta(minutes=1), due_at=SIMULATED_END,
+        status=RunStatus.FAILED, attempts=1, created_at=SIMULATED_END, trigger=Trigger.CRON,
+    )  # fmt: skip
+    hand_over = simulation_hand_over(now=REAL_NOW)
+    assert hand_over is not None and hand_over.retired_runs == 2
+    assert "2 runs the simulation left unfinished are skipped (simulation ended), not run late." in hand_over.line()
+    for run in (pending, retrying):
+        run.refresh_from_db()
+        assert (run.status, run.skip_reason, run.finished_at) == (RunStatus.SKIPPED, "simulation_ended", REAL_NOW)
+        assert run.events.filter(kind="skipped").count() == 1
+    # A retired run is not a problem, even for a check whose window holds it.
+    assert runs_check(now=SIMULATED_END + timedelta(minutes=10)) == []

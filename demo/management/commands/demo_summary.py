@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -12,6 +12,7 @@ from django.core.management.base import CommandParser
 from demo.selectors import DemoSummary, demo_summary_get
 from orders.selectors import order_cancellations_overview
 from payouts.selectors import WeekRow, payout_weeks_table
+from payouts.weeks import week_starting
 from scheduling.models import JobRun
 from scheduling.selectors import job_last_run
 from tiffin import clock
@@ -29,7 +30,8 @@ class Command(TiffinCommand):
         parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        summary = demo_summary_get(now=clock.now(), stale_after=timedelta(days=settings.CART_STALE_DAYS))
+        now = clock.now()
+        summary = demo_summary_get(now=now, stale_after=timedelta(days=settings.CART_STALE_DAYS))
         runs = {name: job_last_run(job_name=name) for name in JOBS}
         cancellations = order_cancellations_overview()
         weeks = payout_weeks_table(limit_weeks=WEEKS_SHOWN)
@@ -37,7 +39,7 @@ class Command(TiffinCommand):
             data = summary.as_json() | {"jobs": jobs_json(runs, cancellations, weeks)}
             self.stdout.write(json.dumps(data, indent=2))
         else:
-            lines = render_text(summary) + render_jobs(runs, cancellations) + render_weeks(weeks)
+            lines = render_text(summary) + render_jobs(runs, cancellations) + render_weeks(weeks, now=now)
             self.stdout.write("\n".join(lines))
 
 
@@ -102,22 +104,48 @@ def _describe(name: str, result: dict[str, Any]) -> str:
     return json.dumps(result)
 
 
-def render_weeks(weeks: list[WeekRow]) -> list[str]:
-    """Net payouts as a table: a row per restaurant, a column per local week."""
+# What an empty cell of the payout table means (a week with no payout of the restaurant).
+BEFORE_ONBOARDING, NOT_OVER, UNPAID = "-", "open", "unpaid"
+
+
+def render_weeks(weeks: list[WeekRow], *, now: datetime) -> list[str]:
+    """Net payouts as a table: a row per restaurant, a column per local week; a week with
+    no payout says why (week_unpaid_reason)."""
     if not weeks:
         return []
     mondays = sorted({row.week_start_local for row in weeks})
-    table: dict[tuple[str, str], dict[Any, str]] = {}
+    table: dict[tuple[str, str, int], dict[date, str]] = {}
+    onboarded: dict[int, datetime] = {}
     for row in weeks:
-        table.setdefault((row.timezone, row.restaurant), {})[row.week_start_local] = f"{row.net:,.2f}"
+        table.setdefault((row.timezone, row.restaurant, row.restaurant_id), {})[row.week_start_local] = (
+            f"{row.net:,.2f}"
+        )
+        onboarded[row.restaurant_id] = row.onboarded_at
     lines = [
         "",
-        "Net payouts by restaurant and business week (local Monday; '-' no payout: before onboarding or not over yet):",
+        "Net payouts by restaurant and business week (local Monday). No payout: "
+        f"'{BEFORE_ONBOARDING}' before onboarding, '{NOT_OVER}' the week is not over yet, "
+        f"'{UNPAID}' over but not paid yet (a catch-up pays it: manage.py catch_up_payouts).",
     ]
     lines.append(f"  {'restaurant':<22} {'zone':<17}" + "".join(f"{m:%d %b}".rjust(11) for m in mondays))
-    for (zone, name), cells in table.items():
-        lines.append(f"  {name[:22]:<22} {zone:<17}" + "".join(cells.get(m, "-").rjust(11) for m in mondays))
+    for (zone, name, restaurant_id), cells in table.items():
+        row_cells = [
+            cells.get(m) or week_unpaid_reason(monday=m, timezone=zone, onboarded_at=onboarded[restaurant_id], now=now)
+            for m in mondays
+        ]
+        lines.append(f"  {name[:22]:<22} {zone:<17}" + "".join(cell.rjust(11) for cell in row_cells))
     return lines
+
+
+def week_unpaid_reason(*, monday: date, timezone: str, onboarded_at: datetime, now: datetime) -> str:
+    """Why a restaurant has no payout for the local week of ``monday``: it ended before
+    the onboarding, it is not over as of ``now``, or it is over and waits for a catch-up."""
+    week = week_starting(monday, timezone)
+    if week.period_end <= onboarded_at:
+        return BEFORE_ONBOARDING
+    if week.period_end > now:
+        return NOT_OVER
+    return UNPAID
 
 
 def jobs_json(runs: dict[str, JobRun | None], cancellations: dict[str, int], weeks: list[WeekRow]) -> dict[str, Any]:
