@@ -113,6 +113,8 @@ def child_env(url: str, **extra: str) -> dict[str, str]:
     # DEBUG stays off, as in production (its query log would distort the figures), so the
     # settings need a key: one for the benchmarks' throwaway databases only.
     env.setdefault("SECRET_KEY", "tiffin-benchmarks-only-key-never-used-outside-bench-5e8f2a7c1b")
+    # The benchmarks' own job modules and the simulation app are development tools.
+    env.setdefault("TIFFIN_DEVELOPMENT", "1")
     env.update(extra)
     return env
 

@@ -39,7 +39,12 @@ fi
 # After `make demo`: the simulated servers are gone and the demo's history ends in the
 # simulated past; start the schedules afresh from now (one line says so) instead of
 # taking the days between for an outage. Does nothing on a database no simulation ran on.
-handover=$($PY manage.py end_simulation)
+# The command is the simulation app's, installed with the development tools only (DEBUG=1
+# or TIFFIN_DEVELOPMENT=1); run as production does, there is nothing to hand over.
+handover=""
+if $PY manage.py help end_simulation >/dev/null 2>&1; then
+  handover=$($PY manage.py end_simulation)
+fi
 
 # The processes log to files, so the terminal keeps the login and the addresses.
 LOG_DIR=${LOG_DIR:-db}

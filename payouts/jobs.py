@@ -86,8 +86,7 @@ def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
     restaurant_ids = payout_subject_parse(ctx.subject)
     result = payouts_pay_due(
         as_of=ctx.scheduled_for,
-        fence=ctx.fence,
-        job_run_id=ctx.run_id,
+        run=ctx,  # each batch calls ctx.fence_check(PAYOUT_FENCE_RESOURCE) before it writes
         now=now,
         restaurant_ids=restaurant_ids,
         on_batch=on_batch,

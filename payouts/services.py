@@ -6,7 +6,7 @@
 1. Take the restaurants whose ledger is open (active ones, and deactivated ones until
    the week they were deactivated in is paid; all, or the ones a manual catch-up names)
    in id order and cut them into batches of a few thousand.
-2. For each batch, in its own transaction: pass ``fence_check`` with the run's fencing
+2. For each batch, in its own transaction: pass ``ctx.fence_check`` with the run's fencing
    token (a worker that lost its run is refused here, however long it slept), compute
    the finished weeks of the last few of each zone the batch uses (one cheap query and a
    little Python), and write every due payout of the batch with one INSERT ... SELECT
@@ -34,6 +34,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from django.conf import settings
 from django.db import DataError, IntegrityError, connection, transaction
@@ -52,7 +53,6 @@ from payouts.selectors import (
     payout_weeks_due,
     payout_weeks_recent,
 )
-from scheduling.fencing import fence_check
 from scheduling.models import JobRun
 from scheduling.services import run_execute_here
 from statements.models import Statement
@@ -68,6 +68,21 @@ PAYOUT_FENCE_RESOURCE = "payouts:ledger"
 # of the claim key: "restaurants:1-3,7".
 _SUBJECT_PREFIX = "restaurants:"
 _SUBJECT_MAX = JobRun._meta.get_field("subject").max_length or 200
+
+
+class PayoutRun(Protocol):
+    """What a payout pass needs from the run writing it; the job passes its
+    ``scheduling.context.RunContext``. ``fence_check(resource)`` must raise
+    ``StaleFenceError`` when the run may no longer write (``RunContext.fence_check``);
+    ``fence`` and ``run_id`` are stamped on each payout row (its provenance)."""
+
+    @property
+    def fence(self) -> int: ...
+
+    @property
+    def run_id(self) -> int | None: ...
+
+    def fence_check(self, resource: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -99,8 +114,7 @@ class PayoutPassResult:
 def payouts_pay_due(
     *,
     as_of: datetime,
-    fence: int,
-    job_run_id: int | None,
+    run: PayoutRun,
     now: datetime,
     restaurant_ids: Sequence[int] | None = None,
     on_batch: Callable[[BatchProgress], None] | None = None,
@@ -108,8 +122,10 @@ def payouts_pay_due(
 ) -> PayoutPassResult:
     """Pay every finished, unpaid week of the active restaurants as of ``as_of``.
 
-    ``now`` is the clock time the caller read at the edge: it becomes ``created_at`` of
-    the rows (when they were written) and the fence row's ``updated_at``. ``restaurant_ids``
+    ``run`` is the run writing (the job's ``ctx``): each batch passes
+    ``run.fence_check(PAYOUT_FENCE_RESOURCE)`` first, and its rows carry ``run.fence`` and
+    ``run.run_id``. ``now`` is the clock time the caller read at the edge: it becomes
+    ``created_at`` of the rows (when they were written). ``restaurant_ids``
     restricts the pass (None means every active restaurant); ``batch_size`` is
     restaurants per transaction (None: the PAYOUT_BATCH_SIZE setting). A restaurant whose
     payouts the database refuses is left unpaid and listed in the result's ``unpaid``;
@@ -126,9 +142,7 @@ def payouts_pay_due(
     written, unpaid = 0, list[UnpaidRestaurant]()
     for number, batch in enumerate(batches, start=1):
         listed = ids[(number - 1) * size : number * size]
-        count, refused = _pay_batch(
-            batch=batch, listed=listed, as_of=as_of, fence=fence, job_run_id=job_run_id, now=now
-        )
+        count, refused = _pay_batch(batch=batch, listed=listed, as_of=as_of, run=run, now=now)
         written, unpaid = written + count, unpaid + refused
         if on_batch is not None:
             on_batch(BatchProgress(number, len(batches), min(number * size, len(ids)), len(ids), written))
@@ -140,8 +154,7 @@ def _pay_batch(
     batch: sql.RestaurantBatch,
     listed: Sequence[int],
     as_of: datetime,
-    fence: int,
-    job_run_id: int | None,
+    run: PayoutRun,
     now: datetime,
 ) -> tuple[int, list[UnpaidRestaurant]]:
     """Pay the batch in one transaction; return how many payouts it wrote and the
@@ -155,8 +168,8 @@ def _pay_batch(
        everyone else's. Other errors (a lost connection, a timeout) fail the batch.
     """
     with transaction.atomic():
-        fence_check(PAYOUT_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
-        write = functools.partial(_pay_restaurants, as_of=as_of, fence=fence, job_run_id=job_run_id, now=now)
+        run.fence_check(PAYOUT_FENCE_RESOURCE)
+        write = functools.partial(_pay_restaurants, as_of=as_of, fence=run.fence, job_run_id=run.run_id, now=now)
         try:
             with transaction.atomic():
                 return len(write(batch=batch, listed=listed)), []

@@ -34,15 +34,19 @@ import zlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import redis
 from django.conf import settings
 from django.db import connection, connections
 
 from scheduling import cron
 from simulation.models import StrategyRun
 from tiffin import clock
+
+if TYPE_CHECKING:
+    # redis is a development requirement (requirements-dev.txt): imported only when the
+    # redis-lock strategy asks for a client.
+    import redis
 
 PROBE_JOB = "strategy-probe"
 PROBE_CRON = "* * * * *"
@@ -196,11 +200,15 @@ class AdvisoryLock:
 
 
 def redis_client() -> redis.Redis:
+    import redis
+
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=5)
 
 
 def redis_problem() -> str:
     """Why the Redis at REDIS_URL cannot be used, or '' when it answers."""
+    import redis
+
     try:
         redis_client().ping()
     except redis.RedisError as error:

@@ -53,11 +53,9 @@ INSTALLED_APPS = [
     "payouts.apps.PayoutsConfig",
     "statements.apps.StatementsConfig",
     "transfers.apps.TransfersConfig",
-    # The demo's commands (no tables), and ``simulate``, installed everywhere so it runs on
-    # any migrated database: one empty probe table; its probe jobs only exist in the
-    # processes it starts (SCHEDULING_EXTRA_JOB_MODULES).
+    # The demo's commands (seed_demo, demo_summary; no tables). ``simulate`` is a
+    # development tool: DEVELOPMENT below installs it.
     "demo.apps.DemoConfig",
-    "simulation.apps.SimulationConfig",
 ]
 
 MIDDLEWARE = [
@@ -294,10 +292,27 @@ SCHEDULER_DUE_BATCH = env_int("SCHEDULER_DUE_BATCH", 2000, minimum=1)
 SCHEDULER_DUE_WINDOW_SECONDS = env_float("SCHEDULER_DUE_WINDOW_SECONDS", 0.25, minimum=0.0)
 # A run still 'enqueued' after this long gets another task (a lost task; duplicates are harmless).
 SCHEDULER_REQUEUE_AFTER_SECONDS = env_int("SCHEDULER_REQUEUE_AFTER_SECONDS", 600, minimum=1)
-# The Redis that `simulate --strategy redis-lock` takes its lock on (nothing else uses Redis).
-REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
-# Extra modules declaring jobs, imported at start (the scenarios use it for test-only jobs).
-SCHEDULING_EXTRA_JOB_MODULES = env_list("SCHEDULING_EXTRA_JOB_MODULES", [])
+
+# --- Development tools (docs/configuration.md) ------------------------------------------
+# On with DEBUG, or with TIFFIN_DEVELOPMENT=1 where DEBUG stays off as in production (the
+# test suite, the benchmarks). Off, a server holds only the product: no ``simulation`` app
+# (``simulate`` and its probe table), no Redis, no job modules from the environment.
+DEVELOPMENT = env_bool("TIFFIN_DEVELOPMENT", DEBUG)
+# Extra modules declaring jobs, imported at start (simulate's probes, the scenarios' and
+# the benchmarks' test-only jobs, in the processes they start).
+SCHEDULING_EXTRA_JOB_MODULES: list[str] = []
+if DEVELOPMENT:
+    INSTALLED_APPS.append("simulation.apps.SimulationConfig")
+    SCHEDULING_EXTRA_JOB_MODULES = env_list("SCHEDULING_EXTRA_JOB_MODULES", [])
+    # The Redis that `simulate --strategy redis-lock` takes its lock on (nothing else uses
+    # Redis; redis is in requirements-dev.txt).
+    REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+elif env_list("SCHEDULING_EXTRA_JOB_MODULES", []):
+    # Refused, not ignored: a server would otherwise start without jobs its operator named.
+    raise ImproperlyConfigured(
+        "SCHEDULING_EXTRA_JOB_MODULES is a development setting (test-only jobs): set TIFFIN_DEVELOPMENT=1 "
+        "or DEBUG=1 to use it, or unset it on a server"
+    )
 
 # --- History and retention (scheduling.retention, the hourly prune-history job) ----------
 # Finished runs (succeeded, skipped, superseded) and their events are kept this many days

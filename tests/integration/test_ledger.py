@@ -44,6 +44,7 @@ from payouts.services import payouts_pay_due
 from payouts.weeks import local_midnight
 from tests.database_clock import database_clock_at
 from tests.engine import pay
+from tests.fences import TokenOnly
 from tests.ledger_data import written_unguarded
 from tests.locks import wait_until_blocked
 from tiffin.tz import TZDATA_VERSION
@@ -628,7 +629,7 @@ def _in_thread(work: Any, hold: threading.Event | None = None) -> tuple[threadin
 
 
 def _pay_week_of_2_nov() -> int:
-    return payouts_pay_due(as_of=TICK[15], fence=1, job_run_id=None, now=TICK[15]).written
+    return payouts_pay_due(as_of=TICK[15], run=TokenOnly(fence=1, now=TICK[15]), now=TICK[15]).written
 
 
 def _raw_deliver(order_id: int) -> int:

@@ -37,6 +37,7 @@ from payouts.models import Payout
 from payouts.selectors import ledger_problems
 from payouts.services import payouts_pay_due
 from tests.database_clock import database_clock_at
+from tests.fences import TokenOnly
 from tests.locks import wait_until_blocked
 
 ONBOARDED = datetime(2027, 3, 1, tzinfo=UTC)  # a Monday
@@ -80,7 +81,7 @@ def in_thread(work: Any, *, hold: threading.Event | None = None) -> tuple[thread
 
 
 def pay_the_week() -> int:
-    return payouts_pay_due(as_of=AS_OF, fence=1, job_run_id=None, now=AS_OF).written
+    return payouts_pay_due(as_of=AS_OF, run=TokenOnly(fence=1, now=AS_OF), now=AS_OF).written
 
 
 # --- 1. A delivery racing a payout of its week ------------------------------------------

@@ -28,6 +28,7 @@ from payouts.partitions import (
 )
 from payouts.services import payouts_pay_due
 from tests.engine import pay
+from tests.fences import TokenOnly
 from tests.locks import held_in_thread
 
 pytestmark = pytest.mark.postgres
@@ -166,10 +167,10 @@ def test_the_pass_probes_and_writes_with_jit_off(restaurant_factory: Any):
 
     for _ in range(3):
         restaurant_factory(timezone="UTC", onboarded_at=datetime(2029, 12, 17, 9, tzinfo=UTC))
+    now = datetime(2030, 1, 14, 2, 5, tzinfo=UTC)
     with CaptureQueriesContext(connection) as captured:
         payouts_pay_due(
-            as_of=datetime(2030, 1, 14, 2, tzinfo=UTC), fence=1, job_run_id=None,
-            now=datetime(2030, 1, 14, 2, 5, tzinfo=UTC), batch_size=1,
+            as_of=datetime(2030, 1, 14, 2, tzinfo=UTC), run=TokenOnly(fence=1, now=now), now=now, batch_size=1,
         )  # fmt: skip
     statements = [q["sql"] for q in captured.captured_queries]
     probe = next(i for i, sql in enumerate(statements) if sql.startswith('SELECT "orders_restaurant"."id"'))

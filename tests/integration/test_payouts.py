@@ -7,6 +7,7 @@ money arithmetic). The orders are placed, accepted and delivered through the ser
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import defaultdict
 from datetime import UTC, date, datetime, timedelta
@@ -42,6 +43,7 @@ from scheduling.registry import registry
 from scheduling.schedules import schedules_register
 from scheduling.services import run_claim_manual
 from tests.engine import drain_queue, pay
+from tests.fences import TokenOnly
 from tiffin.money import CENT
 
 
@@ -256,11 +258,15 @@ def test_batches_write_the_same_payouts_as_one_statement(restaurant_factory, del
     progress: list[BatchProgress] = []
     with transaction.atomic():
         in_batches = payouts_pay_due(
-            as_of=TICKS[-1], fence=1, job_run_id=None, now=TICKS[-1], batch_size=2, on_batch=progress.append
+            as_of=TICKS[-1],
+            run=TokenOnly(fence=1, now=TICKS[-1]),
+            now=TICKS[-1],
+            batch_size=2,
+            on_batch=progress.append,
         )
         rows = sorted(Payout.objects.values_list("restaurant_id", "period_start", "gross", "order_count"))
         transaction.set_rollback(True)
-    at_once = payouts_pay_due(as_of=TICKS[-1], fence=2, job_run_id=None, now=TICKS[-1])
+    at_once = payouts_pay_due(as_of=TICKS[-1], run=TokenOnly(fence=2, now=TICKS[-1]), now=TICKS[-1])
     assert (in_batches.batches, at_once.batches) == (3, 1)
     assert [p.restaurants_done for p in progress] == [2, 4, 5]
     assert in_batches.written == at_once.written == len(rows) > 0
@@ -337,8 +343,41 @@ def test_a_stale_fence_writes_nothing(kolkata):
     with transaction.atomic():
         fence_check(PAYOUT_FENCE_RESOURCE, 100, now=TICKS[-1])  # a newer run has written
     with pytest.raises(StaleFenceError):
-        payouts_pay_due(as_of=TICKS[-1], fence=99, job_run_id=None, now=TICKS[-1])
+        payouts_pay_due(as_of=TICKS[-1], run=TokenOnly(fence=99, now=TICKS[-1]), now=TICKS[-1])
     assert not Payout.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_run_whose_fence_a_newer_run_passed_is_refused_through_its_context(kolkata):
+    # The job's own path: weekly_payouts hands its RunContext to the pass, whose batches
+    # call ctx.fence_check(PAYOUT_FENCE_RESOURCE); the run is still running, but a newer
+    # token was accepted for the ledger.
+    ctx = RunContext(
+        run_id=JobRun.objects.create(
+            job_name="weekly-payouts",
+            scheduled_for=TICKS[-1],
+            due_at=TICKS[-1],
+            status=RunStatus.RUNNING,
+            trigger=Trigger.MANUAL,
+            created_at=TICKS[-1],
+            fence=99,
+        ).pk,
+        job_name="weekly-payouts",
+        subject="",
+        scheduled_for=TICKS[-1],
+        fence=99,
+        attempt=1,
+        trigger=Trigger.MANUAL,
+    )
+    with transaction.atomic():
+        fence_check(PAYOUT_FENCE_RESOURCE, 100, now=TICKS[-1])  # a newer run has written
+    with pytest.raises(StaleFenceError, match="a newer run has written it"), time_machine.travel(TICKS[-1], tick=False):
+        weekly_payouts(ctx)
+    assert not Payout.objects.exists()
+    # The same run restarted under the newest token pays: the refusal was the fence's.
+    JobRun.objects.filter(pk=ctx.run_id).update(fence=101)
+    with time_machine.travel(TICKS[-1], tick=False):
+        assert weekly_payouts(dataclasses.replace(ctx, fence=101))["payouts_written"] == 3
 
 
 @pytest.mark.django_db
@@ -462,7 +501,7 @@ def test_a_restaurant_moved_to_another_zone_after_payouts_is_never_paid_twice_fo
     london = _restaurant_paid_once_for_review()
     paid = Payout.objects.filter(restaurant=london).aggregate(total=Sum("gross"))["total"]
     Restaurant.objects.filter(id=london.id).update(timezone="Asia/Kolkata")
-    payouts_pay_due(as_of=TICKS[-1], fence=50, job_run_id=None, now=TICKS[-1])
+    payouts_pay_due(as_of=TICKS[-1], run=TokenOnly(fence=50, now=TICKS[-1]), now=TICKS[-1])
     weeks = list(Payout.objects.filter(restaurant=london).order_by("period_start"))
     assert all(a.period_end <= b.period_start for a, b in itertools.pairwise(weeks))
     assert Payout.objects.filter(restaurant=london).aggregate(total=Sum("gross"))["total"] == paid
@@ -484,5 +523,5 @@ def _restaurant_paid_once_for_review():
         placed_at=delivered - timedelta(minutes=40),
         delivered_at=delivered,
     )
-    payouts_pay_due(as_of=TICKS[-1], fence=40, job_run_id=None, now=TICKS[-1])
+    payouts_pay_due(as_of=TICKS[-1], run=TokenOnly(fence=40, now=TICKS[-1]), now=TICKS[-1])
     return restaurant

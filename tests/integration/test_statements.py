@@ -41,6 +41,7 @@ from statements.services import (
     statements_send_due,
 )
 from tests.engine import pay
+from tests.fences import TokenOnly
 from tests.smtp_sink import RunningSmtpServer, free_port, running_smtp_server
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
@@ -172,7 +173,7 @@ def test_statements_roll_back_with_their_payouts(restaurant_factory: Any, order_
         created_at=PAID_AT,
     )
     try:
-        payouts_pay_due(as_of=AS_OF, fence=2**62, job_run_id=None, now=PAID_AT)
+        payouts_pay_due(as_of=AS_OF, run=TokenOnly(fence=2**62, now=PAID_AT), now=PAID_AT)
     except IntegrityError as error:  # the whole batch rolled back
         assert "statement_one_per_payout_identity" in str(error)
         assert Payout.objects.count() == 4 and Statement.objects.count() == 5

@@ -31,6 +31,7 @@ from scheduling.monitoring import CheckWindow
 from scheduling.services import run_execute_here
 from simulation.provider_process import RunningSandbox, running_sandbox
 from tests.engine import drain_queue, pay
+from tests.fences import TokenOnly
 from tiffin.money import to_minor_units
 from transfers import provider
 from transfers.errors import InexactAmountError
@@ -170,7 +171,7 @@ def test_an_amount_that_is_not_whole_minor_units_refuses_the_payout_and_its_tran
     placed_at = datetime(2027, 3, 10, tzinfo=UTC)
     order_factory(OrderStatus.DELIVERED, restaurant=restaurant, total=Decimal("1049.38"), placed_at=placed_at)
     with pytest.raises(InexactAmountError, match=r"891\.97 jpy is not a whole number"):
-        payouts_pay_due(as_of=AS_OF, fence=1, job_run_id=None, now=PAID_AT)
+        payouts_pay_due(as_of=AS_OF, run=TokenOnly(fence=1, now=PAID_AT), now=PAID_AT)
     assert (Payout.objects.count(), Transfer.objects.count()) == (0, 0)
 
 

@@ -1,5 +1,5 @@
-"""`manage.py check --deploy` is clean with production-like settings, and a bad
-environment value stops the process at start."""
+"""`manage.py check --deploy` is clean with production-like settings, which hold only the
+product (no simulation, no Redis), and a bad environment value stops the process at start."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ PRODUCTION = {
     "ALLOWED_HOSTS": "tiffin.example.com",
     "DATABASE_URL": "sqlite:///db/deploy-check.sqlite3",
 }
+SUITE_ONLY = {"DJANGO_SETTINGS_MODULE", "TIFFIN_DEVELOPMENT", "SCHEDULING_EXTRA_JOB_MODULES", "REDIS_URL"}
 
 
 def _manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -22,8 +23,9 @@ def _manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 def _run(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
-    # Not the suite's settings module (tests.settings, which supplies a key): the project's.
-    clean = {k: v for k, v in os.environ.items() if k not in PRODUCTION and k != "DJANGO_SETTINGS_MODULE"}
+    # Not the suite's settings module (tests.settings, which supplies a key and turns the
+    # development tools on): the project's.
+    clean = {k: v for k, v in os.environ.items() if k not in PRODUCTION and k not in SUITE_ONLY}
     return subprocess.run(argv, cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=60)
 
 
@@ -70,3 +72,36 @@ def test_a_malformed_number_stops_manage_py_and_gunicorn_with_one_line_and_exit_
     assert web.returncode == 1
     assert message in web.stderr.splitlines()
     assert "Traceback" not in web.stderr
+
+
+# Loads the settings and every app's modules (each app's jobs.py, as a worker does), then
+# prints what is installed and whether simulation or redis was imported on the way.
+_INSTALLED = """
+import sys, django
+from django.apps import apps
+from django.core.management import get_commands
+django.setup()
+import payouts.jobs, orders.jobs, carts.jobs, tiffin.urls
+print(apps.is_installed("simulation"), "simulate" in get_commands())
+print(sorted(name for name in ("simulation", "redis") if name in sys.modules))
+"""
+
+
+def test_production_settings_install_no_simulation_and_import_no_redis():
+    production = _run([sys.executable, "-c", _INSTALLED], **PRODUCTION, DJANGO_SETTINGS_MODULE="tiffin.settings")
+    assert production.returncode == 0, production.stderr
+    assert production.stdout.splitlines() == ["False False", "[]"]
+    assert "Unknown command: 'simulate'" in _manage("simulate", "--help", **PRODUCTION).stderr
+    # Development settings (DEBUG=1, or TIFFIN_DEVELOPMENT=1 with DEBUG off) install it.
+    for switch in ({"DEBUG": "1"}, {"TIFFIN_DEVELOPMENT": "1"}):
+        environment = {**PRODUCTION, **switch, "DJANGO_SETTINGS_MODULE": "tiffin.settings"}
+        development = _run([sys.executable, "-c", _INSTALLED], **environment)
+        assert development.returncode == 0, development.stderr
+        assert development.stdout.splitlines()[0] == "True True"
+
+
+def test_extra_job_modules_without_the_development_tools_stop_the_process():
+    result = _manage("check", **PRODUCTION, SCHEDULING_EXTRA_JOB_MODULES="simulation.probe_jobs")
+    assert result.returncode == 1
+    assert result.stderr.startswith("configuration error: SCHEDULING_EXTRA_JOB_MODULES is a development setting")
+    assert "Traceback" not in result.stderr

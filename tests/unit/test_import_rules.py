@@ -109,3 +109,14 @@ def test_only_tests_simulation_and_bench_import_the_provider_sandbox():
     ]
     assert any(path.relative_to(ROOT).parts[0] == "payouts" for path in files)
     assert violations(sources(files), forbidden=("provider_sandbox",)) == []
+
+
+# simulation is a development app (installed only with TIFFIN_DEVELOPMENT, tiffin/settings.py):
+# the product never imports it, so a server without it runs everything it ships.
+PRODUCT = ("tiffin", "orders", "carts", "payouts", "statements", "transfers", "scheduling", "demo")
+
+
+def test_the_product_imports_no_simulation():
+    modules = {name: text for package in PRODUCT for name, text in package_sources(package).items()}
+    assert "payouts.jobs" in modules
+    assert violations(modules, forbidden=("simulation", "redis")) == []
