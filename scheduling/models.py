@@ -152,10 +152,20 @@ class JobRun(models.Model):
             # statistics say it is nearly empty (taken when nothing was in flight) for any
             # query that implies its condition; keyed by (job_name, status), each start under
             # a backlog filtered every enqueued run by id. The job-wide reads of enqueued runs
-            # (queue hand-off, stale re-queue) read the backlog they are about.
+            # are served by job_run_enqueued_by_job.
             models.Index(
                 fields=["id"],
                 name="job_run_enqueued_by_id",
+                condition=Q(status=RunStatus.ENQUEUED),
+            ),
+            # The job-wide reads of enqueued runs, with statistics that know the backlog: the
+            # queue hand-off and the queue policy's waiting runs, WHERE job_name = ? AND
+            # status = 'enqueued' ORDER BY scheduled_for, id. With statistics taken while
+            # nothing was enqueued the planner prefers job_run_enqueued_by_id for them too (a
+            # scan of every enqueued run); a start, by id, is then still a probe.
+            models.Index(
+                fields=["job_name", "scheduled_for", "id"],
+                name="job_run_enqueued_by_job",
                 condition=Q(status=RunStatus.ENQUEUED),
             ),
             # Overlap decisions, queue hand-off and the abandoned-run sweep: the running runs of

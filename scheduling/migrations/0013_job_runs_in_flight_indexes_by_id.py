@@ -6,7 +6,8 @@ enqueued" (the start, its overlap read, the skip) implies the first's condition 
 the second's leading column, so the planner may scan either, and does whenever its
 statistics say few runs are enqueued, as they do when they were taken while nothing was in
 flight; under a backlog each start then read every enqueued run, filtering by id.
-Now: the enqueued runs are indexed by id (any plan that uses it is a probe), the running
+Now: the enqueued runs are indexed by id (any plan that uses it is a probe) and, for the
+job-wide reads (queue hand-off), by job and logical time; the running
 runs by (job_name, id) (no more of them than the workers run at once), and the status
 index leaves the runs in flight out.
 
@@ -31,6 +32,14 @@ class Migration(migrations.Migration):
             model_name="jobrun",
             index=models.Index(
                 condition=models.Q(("status", "enqueued")), fields=["id"], name="job_run_enqueued_by_id"
+            ),
+        ),
+        AddIndexConcurrentlyOnPostgres(
+            model_name="jobrun",
+            index=models.Index(
+                condition=models.Q(("status", "enqueued")),
+                fields=["job_name", "scheduled_for", "id"],
+                name="job_run_enqueued_by_job",
             ),
         ),
         AddIndexConcurrentlyOnPostgres(
