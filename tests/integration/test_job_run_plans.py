@@ -35,6 +35,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=False)]
 BACKLOG = 5000  # enqueued runs, and as many scheduled ones, of the delayed job
 HANDFUL = 5  # the most rows a statement about one run may read: the run, and the few running
 TAKE = 20  # the delayed-run take's LIMIT here
+PAGES = 12  # the most pages such a statement's scans may touch (an index descent, a few rows)
 
 DELAYED = make_job("plan-delayed", delayed=True, batch_size=200, timeout_seconds=60)
 # A cron job whose overlap is decided at each start, with a heartbeat (the sweep's other column).
@@ -111,7 +112,9 @@ def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _rows_read(sql: str, params: Any) -> list[tuple[str, int]]:
     """Each scan of job_runs in the statement's plan (run for real, then undone), with the
-    rows it read: those it returned and those its filter threw away."""
+    rows it read: those it returned and those its filter threw away. A condition on an
+    index's second column counts no row "removed by filter" though the scan walks every
+    entry: ``_pages_read`` catches that."""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
         (plan,) = cursor.fetchone()
@@ -121,6 +124,20 @@ def _rows_read(sql: str, params: Any) -> list[tuple[str, int]]:
             f"{node['Node Type']} {node.get('Index Name', '')}",
             (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * node["Actual Loops"],
         )
+        for node in _nodes(plan[0]["Plan"])
+        if node.get("Relation Name") == "job_runs" and node["Node Type"] != "ModifyTable"
+    ]
+
+
+def _pages_read(sql: str, params: Any) -> list[tuple[str, int]]:
+    """Each scan of job_runs in the statement's plan (run for real, then undone), with the
+    pages it touched (its index's and the table's)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, params)
+        (plan,) = cursor.fetchone()
+        transaction.set_rollback(True)
+    return [
+        (f"{node['Node Type']} {node.get('Index Name', '')}", node["Shared Hit Blocks"] + node["Shared Read Blocks"])
         for node in _nodes(plan[0]["Plan"])
         if node.get("Relation Name") == "job_runs" and node["Node Type"] != "ModifyTable"
     ]
@@ -175,6 +192,9 @@ def test_a_statement_about_one_run_reads_only_its_row(
         scanned += scans
         # Bounded by the run the statement is about (and the few running), not by the backlog.
         assert all(rows <= HANDFUL for _, rows in scans), (scans, statement)
+        # A descent of an index and a few table pages, not a walk of the backlog's entries.
+        pages = _pages_read(statement, params)
+        assert all(touched <= PAGES for _, touched in pages), (pages, statement)
     assert scanned, "no statement scanned job_runs"
 
 
