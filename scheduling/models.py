@@ -46,7 +46,7 @@ class RunStatus(models.TextChoices):
 RETRY_STATUSES = (RunStatus.FAILED, RunStatus.ABANDONED)
 # Waiting for due_at, then for the scheduler to enqueue it (index job_run_due).
 DUE_STATUSES = (RunStatus.SCHEDULED, *RETRY_STATUSES)
-# With a worker, or handed to the queue for one (index job_run_live).
+# With a worker, or handed to the queue for one (indexes job_run_enqueued_by_id, job_run_running).
 LIVE_STATUSES = (RunStatus.ENQUEUED, RunStatus.RUNNING)
 # Not finished: the run will still act (both indexes above).
 IN_FLIGHT_STATUSES = (*LIVE_STATUSES, *DUE_STATUSES)
@@ -148,15 +148,46 @@ class JobRun(models.Model):
                 name="job_run_due",
                 condition=Q(status__in=list(DUE_STATUSES)),
             ),
-            # Overlap decisions, queue hand-off and the heartbeat sweep: the live runs of a job,
-            # WHERE job_name = ? AND status IN ('enqueued','running').
+            # The runs waiting for a worker, by id: every "this run, if still enqueued"
+            # statement (the start, its overlap read, the skip) may use it, and any plan that
+            # does is a probe. Keyed by id, not job: the planner picks a partial index whose
+            # statistics say it is nearly empty (taken when nothing was in flight) for any
+            # query that implies its condition; keyed by (job_name, status), each start under
+            # a backlog filtered every enqueued run by id. The job-wide reads of enqueued runs
+            # are served by job_run_enqueued_by_job.
             models.Index(
-                fields=["job_name", "status"],
-                name="job_run_live",
-                condition=Q(status__in=list(LIVE_STATUSES)),
+                fields=["id"],
+                name="job_run_enqueued_by_id",
+                condition=Q(status=RunStatus.ENQUEUED),
             ),
-            # Admin list filtered by status, newest first.
-            models.Index(fields=["status", "scheduled_for"], name="job_run_status"),
+            # The job-wide reads of enqueued runs, with statistics that know the backlog: the
+            # queue hand-off and the queue policy's waiting runs, WHERE job_name = ? AND
+            # status = 'enqueued' ORDER BY scheduled_for, id. With statistics taken while
+            # nothing was enqueued the planner prefers job_run_enqueued_by_id for them too (a
+            # scan of every enqueued run); a start, by id, is then still a probe.
+            models.Index(
+                fields=["job_name", "scheduled_for", "id"],
+                name="job_run_enqueued_by_job",
+                condition=Q(status=RunStatus.ENQUEUED),
+            ),
+            # Overlap decisions, queue hand-off and the abandoned-run sweep: the running runs of
+            # a job, WHERE job_name = ? AND status = 'running'. It holds no more runs than
+            # the workers run at once, so even a plan that scans it all (a finish, a heartbeat
+            # or a fence check by id under stale statistics) reads a handful of rows.
+            models.Index(
+                fields=["job_name", "id"],
+                name="job_run_running",
+                condition=Q(status=RunStatus.RUNNING),
+            ),
+            # Admin list filtered by status, newest first. Without the runs in flight: led
+            # by status, it would be the same trap for "this run, if still enqueued" as a
+            # partial index (statistics taken with none enqueued say 'enqueued' is rare);
+            # the in-flight statuses are served by the indexes above and job_run_due.
+            models.Index(
+                fields=["status", "scheduled_for"],
+                name="job_run_status_settled",
+                condition=~Q(status__in=list(LIVE_STATUSES)),
+            ),
             # The admin job runs list and its day drill-down, newest first:
             # ORDER BY scheduled_for DESC, id DESC LIMIT n (optionally WHERE scheduled_for in a day),
             # and the MIN/MAX the date drill-down starts from.

@@ -523,13 +523,14 @@ def pass_work_find(
     with none of them (nearly every pass) opens none of their locking transactions:
 
     1. the jobs with a running run started before ``started_before`` (partial index
-       job_run_live (job_name, status));
+       job_run_running (job_name, id));
     2. the earliest ``due_at`` of an ``active`` job's waiting run (partial index
        job_run_due (due_at), read forwards to the first such run), due if at or before
        ``due_by``; when none is due the loop sleeps to it (``dispatch.next_wakeup``)
        without asking again;
     3. whether a run of a ``declared`` job is enqueued since before ``enqueued_before``
-       (job_run_live).
+       (job_run_enqueued_by_job; under statistics taken with nothing enqueued, a scan of
+       job_run_enqueued_by_id: every enqueued run).
     """
     due_jobs, due_params = id_in("job_name", active)
     stale_jobs, stale_params = id_in("job_name", declared)
