@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("scheduling", "0012_fence_counter_maxvalue"),
+        ("scheduling", "0013_jobrun_skip_reason_simulation_ended"),
     ]
 
     operations = [
