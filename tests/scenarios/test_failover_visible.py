@@ -2,6 +2,9 @@
 throwaway clusters (``tests/scenarios/cluster.py``); the standby is promoted for real, so
 the fencing epoch (the timeline) moves from 1 to 2 as it does in production.
 
+The figures ``/metrics`` reads from the database follow: the epoch, when it changed, the
+runs still running under the old one.
+
 1. Before: a check on the primary remembers epoch 1 and reports no failover; a run is
    started there (the app's own ``sql.start_runs`` with a token from ``next_fence``).
 2. The primary crashes and the standby is promoted. The check on the new primary reports
@@ -75,6 +78,10 @@ def test_check_runs_reports_the_failover_and_the_runs_it_cut_off(
     assert "the database failed over: epoch 1 -> 2" in change["detail"], change
     [stale] = [problem for problem in after if problem["run"] == started["id"]]
     assert "started under epoch 1, before the database failed over to epoch 2" in stale["detail"], stale
+    metrics = _metrics(standby.server)
+    assert metrics["tiffin_fence_epoch"] == 2
+    assert metrics["tiffin_runs_running_old_epoch"] == 1
+    assert metrics["tiffin_fence_epoch_changed_timestamp_seconds"] == (CHECK + timedelta(minutes=1)).timestamp()
 
     again = json.loads(
         _manage(
@@ -94,6 +101,7 @@ def test_check_runs_reports_the_failover_and_the_runs_it_cut_off(
         in (retried["detail"])
     ), retried
     assert [problem["job"] for problem in later].count("(database)") == 1, "the failover is reported once"
+    assert _metrics(standby.server)["tiffin_runs_running_old_epoch"] == 0
 
 
 @pytest.fixture
@@ -110,6 +118,20 @@ def _failovers(server: PostgresServer, now: datetime) -> list[dict[str, Any]]:
     """The problems of kind failover ``check_runs --json`` reports at ``now``."""
     report = json.loads(_manage(server, "check_runs", "--now", now.isoformat(), "--json", allowed=(0, 1)))
     return [problem for problem in report["problems"] if problem["kind"] == "failover"]
+
+
+METRICS = (
+    "import json; from datetime import datetime, UTC; from scheduling.metrics_db import DatabaseCollector\n"
+    "families = DatabaseCollector(now=datetime.now(UTC)).collect()\n"
+    "print(json.dumps({f.name: f.samples[0].value for f in families if f.name.startswith(('tiffin_fence', "
+    "'tiffin_runs_running'))}))"
+)
+
+
+def _metrics(server: PostgresServer) -> dict[str, float]:
+    """The fence's figures ``/metrics`` reads from the database (``DatabaseCollector``)."""
+    figures: dict[str, float] = json.loads(_manage(server, "shell", "--verbosity", "0", "-c", METRICS))
+    return figures
 
 
 def _manage(server: PostgresServer, *args: str, allowed: tuple[int, ...] = (0,)) -> str:
