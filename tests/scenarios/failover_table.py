@@ -286,8 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     with sigterm_exits(), tempfile.TemporaryDirectory(prefix="tiffin-failover-table-") as logs:
         results = []
         for mode in modes:
+            began = time.monotonic()
             try:
                 results.append(MODES[mode](Path(logs)))
+                print(f"{mode}: done in {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
             except BaseException as error:
                 if type(error).__name__ == "Skipped":  # pytest.skip from a missing binary
                     print(f"{mode}: cannot run: {error}", file=sys.stderr)
