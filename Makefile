@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PG_URL ?= $(if $(DATABASE_URL),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/tiffin)
 SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
 
-.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare bench bench-large bench-history soak chaos up browser-deps prometheus-deps failover-deps clean
+.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare bench bench-large bench-history soak chaos up browser-deps prometheus-deps failover-deps failover clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -220,6 +220,14 @@ chaos: $(STAMP) ## simulate --chaos for seeds 1-20 (an hour each at 60x): faults
 	psql "$(dir $(CHAOS_URL))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(CHAOS_URL)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(CHAOS_URL))'
 	DATABASE_URL=$(CHAOS_URL) $(PY) manage.py migrate --noinput --verbosity 0
 	DATABASE_URL=$(CHAOS_URL) exec $(PY) -m simulation.chaos_table --seeds $(CHAOS_SEEDS) --duration $(CHAOS_DURATION) --speed $(CHAOS_SPEED) $(CHAOS_ARGS)
+
+# The primary killed under the running app, synchronous (Patroni) and asynchronous (a
+# paused WAL sender), on throwaway clusters; a table of what each lost (docs/failover.md).
+# Not part of make test: the failover scenarios there already cover both modes.
+FAILOVER_MODES ?= synchronous,asynchronous
+failover: export DEBUG ?= 1
+failover: $(STAMP) failover-deps ## Kill the database's primary under the app in each replication mode and print what it cost (~3 min)
+	exec $(PY) -m tests.scenarios.failover_table --modes $(FAILOVER_MODES)
 
 clean: ## Remove the virtual environment and the SQLite files
 	rm -rf $(VENV) db staticfiles

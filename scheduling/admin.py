@@ -27,7 +27,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django_q.models import Schedule as DjangoQSchedule
 
-from scheduling import cron, services, views
+from scheduling import cron, services, sql, views
 from scheduling.models import JobRun, JobRunEvent, Overlap, RunAlert, RunStatus, Schedule, SkipReason, Trigger
 from scheduling.registry import UnknownJobError, registry
 from scheduling.selectors import job_last_run, schedule_next_fire
@@ -115,17 +115,34 @@ class SkipReasonFilter(admin.SimpleListFilter):
 
 class JobRunEventInline(ReadOnlyMixin, _EventInline):
     model = JobRunEvent
-    fields = ("at", "kind", "attempt", "fence", "worker", "message")
+    fields = ("at", "kind", "attempt", "fence", "epoch", "worker", "message")
     readonly_fields = fields
     extra = 0
     can_delete = False
+
+    @admin.display(description="epoch")
+    def epoch(self, event: JobRunEvent) -> str:
+        """The epoch of the event's fence: attempts of one run under two epochs were cut
+        off by a failover."""
+        return "-" if event.fence is None else str(sql.fence_epoch(event.fence))
 
 
 @admin.register(JobRun)
 class JobRunAdmin(ReadOnlyMixin, _JobRunAdmin):
     # Fits 1,280 px: what ran, when it was meant to, how it went. The fence and the worker
     # are on the run's page.
-    list_display = ("id", "job_name", "subject", "scheduled_for", "trigger", "status", "attempts", "late_by", "took")
+    list_display = (
+        "id",
+        "job_name",
+        "subject",
+        "scheduled_for",
+        "trigger",
+        "status",
+        "attempts",
+        "epoch",
+        "late_by",
+        "took",
+    )
     # Every filter has fixed choices (the registry's jobs, the model's choices) and an index
     # behind it: job_run_by_job, job_run_status, job_run_by_hand (trigger manual/backfill;
     # cron and delayed rows are most of the table). The default ordering
@@ -138,10 +155,10 @@ class JobRunAdmin(ReadOnlyMixin, _JobRunAdmin):
     # estimate beyond it, and never a second COUNT(*) over all of it.
     paginator = BoundedPaginator
     show_full_result_count = False
-    readonly_fields = ("late_by", "took")
+    readonly_fields = ("epoch", "late_by", "took")
     fieldsets = (
         (None, {"fields": ("job_name", "subject", "scheduled_for", "status", "skip_reason", "trigger")}),
-        ("Execution", {"fields": ("attempts", "fence", "worker", "late_by", "took", "result")}),
+        ("Execution", {"fields": ("attempts", "fence", "epoch", "worker", "late_by", "took", "result")}),
         (
             "Times (UTC)",
             {"fields": ("due_at", "created_at", "enqueued_at", "started_at", "heartbeat_at", "finished_at")},
@@ -150,6 +167,12 @@ class JobRunAdmin(ReadOnlyMixin, _JobRunAdmin):
     )
     inlines = (JobRunEventInline,)
     actions = ("rerun_runs",)
+
+    @admin.display(description="epoch")
+    def epoch(self, run: JobRun) -> str:
+        """The epoch of the run's fence (the primary's timeline when it started): a run of
+        an older epoch than its neighbours was started before a failover."""
+        return "-" if run.fence is None else str(sql.fence_epoch(run.fence))
 
     @admin.display(description="late by")
     def late_by(self, run: JobRun) -> str:

@@ -14,8 +14,10 @@ Every read is bounded, so a scrape costs the same on ten million runs as on none
    to the same limit;
 5. open problems of the missed-run check by kind (``job_run_alert_open``);
 6. the scheduler nodes (one row per loop, pruned after SCHEDULER_NODE_RETENTION_DAYS);
-7. the fencing tokens' epoch (the primary's timeline, which a failover moves) and the
-   newest token (the epoch and the sequence's last value, no token taken);
+7. the fencing tokens' epoch (the primary's timeline, which a failover moves), the
+   newest token (the epoch and the sequence's last value, no token taken), when the
+   missed-run check first saw the epoch after an older one (``job_fence_epochs``), and the
+   runs still running under an older epoch (``job_run_live``: running runs only);
 8. per job, its schedule's expected interval (computed from the cron expression, cached
    per expression, zone and year) and when it was first registered (``job_schedules``).
 """
@@ -36,7 +38,16 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from scheduling import cron, sql
-from scheduling.models import FenceCounter, JobRun, ProblemKind, RunAlert, RunStatus, Schedule, SchedulerNode
+from scheduling.models import (
+    FenceCounter,
+    FenceEpoch,
+    JobRun,
+    ProblemKind,
+    RunAlert,
+    RunStatus,
+    Schedule,
+    SchedulerNode,
+)
 from scheduling.registry import registry
 
 # The outcomes a finished attempt can have (the rows of the partial index job_run_job_finished).
@@ -213,6 +224,22 @@ def _fence() -> Iterator[Metric]:
         "tiffin_fence_token_highest",
         "The newest fencing token's value: the epoch times 2^40 plus the token counter's last value.",
         value=float(highest),
+    )
+    changed = FenceEpoch.objects.filter(epoch=epoch).values_list("first_seen_at", flat=True).first()
+    if changed is not None and FenceEpoch.objects.filter(epoch__lt=epoch).exists():
+        yield GaugeMetricFamily(
+            "tiffin_fence_epoch_changed_timestamp_seconds",
+            "When the missed-run check first saw the current epoch after an older one: the "
+            "failover, as the check saw it (Unix time; absent before any failover).",
+            value=_seconds(changed),
+        )
+    base = epoch << sql.FENCE_COUNTER_BITS
+    stale = JobRun.objects.filter(status=RunStatus.RUNNING, fence__gte=1 << sql.FENCE_COUNTER_BITS, fence__lt=base)
+    yield GaugeMetricFamily(
+        "tiffin_runs_running_old_epoch",
+        "Runs still running with a token of an older epoch than the current one: started on a "
+        "primary that has since failed over, their writes are refused and they will be abandoned and retried.",
+        value=float(stale.count()),
     )
 
 

@@ -303,6 +303,21 @@ class FenceCounter(models.Model):
         return f"fence counter at {self.value}"
 
 
+class FenceEpoch(models.Model):
+    """An epoch of the fencing tokens (the primary's timeline) as the missed-run check
+    first saw it: the memory that turns a new epoch into "the database failed over"."""
+
+    epoch = models.BigIntegerField(primary_key=True)
+    first_seen_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "job_fence_epochs"
+        ordering = ["epoch"]
+
+    def __str__(self) -> str:
+        return f"epoch {self.epoch} since {self.first_seen_at.isoformat()}"
+
+
 class SchedulerNode(models.Model):
     """One row per scheduler loop (host:pid), stamped every pass: /healthz reads the
     age of the newest pass to tell whether any scheduler is alive."""
@@ -332,6 +347,8 @@ class ProblemKind(models.TextChoices):
     SKIPPED = "skipped", "Skipped"
     # An app's own invariant over the data its job writes (payouts: the ledger).
     INVARIANT = "invariant", "Invariant broken"
+    # The database failed over (the fencing tokens' epoch moved), and the runs it cut off.
+    FAILOVER = "failover", "Database failed over"
 
 
 class RunAlert(models.Model):

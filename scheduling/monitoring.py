@@ -8,6 +8,7 @@ already alerted, and the ``check-missed-runs`` job and ``check_runs`` command ca
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -15,10 +16,21 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
+from django.db import connection
+from django.db.models import Min, Q
 
-from scheduling import cron
-from scheduling.models import IN_FLIGHT_STATUSES, JobRun, ProblemKind, RunStatus, Schedule, SkipReason
+from scheduling import cron, sql
+from scheduling.metrics_db import fence_state
+from scheduling.models import (
+    IN_FLIGHT_STATUSES,
+    FenceEpoch,
+    JobRun,
+    JobRunEvent,
+    ProblemKind,
+    RunStatus,
+    Schedule,
+    SkipReason,
+)
 from scheduling.registry import DEFAULT_TIMEOUT_SECONDS, Job, registry
 
 # A heartbeating run is "overrunning" once it has run this many times its recent median.
@@ -28,6 +40,11 @@ DURATION_SAMPLE = 20
 # The summaries of runs never started, which group them (each run's detail has its own instant).
 NEVER_ENQUEUED = "due and never enqueued (is a scheduler running?)"
 NEVER_STARTED = "enqueued and never started (is a worker running?)"
+# The job name of problems about the database itself (a failover), not one job's runs.
+DATABASE = "(database)"
+# The lowest token with an epoch (timelines start at 1): tokens below it were handed out
+# before tokens carried one, and say nothing about a failover.
+FIRST_EPOCH_TOKEN = 1 << sql.FENCE_COUNTER_BITS
 
 
 @dataclass(frozen=True)
@@ -151,9 +168,12 @@ def runs_check(*, now: datetime) -> list[Problem]:
        duration; failed or abandoned and waiting for a retry.
     3. Runs that ended badly in the window: dead, or skipped (with the reason).
     4. The invariants the apps declared over the data their jobs write (``invariant``).
+    5. Failovers (``failovers_check``): the fencing epoch moved in the window, runs still
+       running under an older epoch, runs cut off by the failover and started again.
     """
     window = CheckWindow.ending(now)
     problems = [*ticks_unclaimed(window=window), *runs_in_flight(window=window), *runs_ended_badly(window=window)]
+    problems += failovers_check(window=window)
     problems += [problem for check in _INVARIANTS for problem in check(window)]
     return sorted(problems, key=lambda p: (p.scheduled_for, p.job_name, p.subject, str(p.kind)))
 
@@ -258,6 +278,105 @@ def runs_ended_badly(*, window: CheckWindow) -> list[Problem]:
         skip_reason=SkipReason.SIMULATION_ENDED
     )
     return [_ended_problem(run) for run in _ordered(dead, skipped)]
+
+
+def failovers_check(*, window: CheckWindow) -> list[Problem]:
+    """What a PostgreSQL failover left behind, as problems of kind FAILOVER (nothing on SQLite).
+
+    The fencing tokens' epoch is the primary's timeline (``sql.NEXT_FENCE``), and every
+    promotion moves it. The check remembers each epoch it sees in ``job_fence_epochs`` (the
+    one write of the check: an INSERT of a row that does not exist yet), so it can report:
+
+    1. the failover itself, while its instant is in the window: epoch N -> M at T, T being
+       the first start of a run in the window under epoch M (else when the check first saw
+       M). The first epoch ever seen is remembered, not reported: there is nothing before it.
+    2. each run still running under an epoch (1 or more) older than the current one: the
+       old primary started it, and it will be abandoned and retried;
+    3. each run of the window started again under a newer epoch after an attempt under an
+       older one: cut off by the failover and claimed again. (A claim whose commit never
+       reached the standby left no row at all; the new primary claims that tick as new.)
+    """
+    if connection.vendor != "postgresql":
+        return []
+    epoch, _ = fence_state()
+    FenceEpoch.objects.get_or_create(epoch=epoch, defaults={"first_seen_at": window.now})
+    problems = _epoch_changes(window=window)
+    problems += [_problem(run, ProblemKind.FAILOVER, _stale_epoch_detail(run, epoch)) for run in _runs_older(epoch)]
+    problems += _runs_claimed_again(window=window, epoch=epoch)
+    return problems
+
+
+def _epoch_changes(*, window: CheckWindow) -> list[Problem]:
+    problems: list[Problem] = []
+    seen = list(FenceEpoch.objects.order_by("epoch"))
+    for before, after in itertools.pairwise(seen):
+        base = after.epoch << sql.FENCE_COUNTER_BITS
+        first_start = JobRun.objects.filter(
+            scheduled_for__gt=window.start,
+            fence__gte=base,
+            fence__lt=base + FIRST_EPOCH_TOKEN,
+            started_at__isnull=False,
+        ).aggregate(first=Min("started_at"))["first"]
+        at = min(moment for moment in (first_start, after.first_seen_at) if moment is not None)
+        if not window.start < at <= window.now:
+            continue
+        detail = (
+            f"the database failed over: epoch {before.epoch} -> {after.epoch} at {_hm(at)}; runs started before it "
+            f"under epoch {before.epoch} that are still running will be abandoned and retried"
+        )
+        problems.append(Problem(ProblemKind.FAILOVER, DATABASE, at, subject=f"epoch {after.epoch}", detail=detail))
+    return problems
+
+
+def _runs_older(epoch: int) -> list[JobRun]:
+    """Runs still running with a token of an epoch below ``epoch`` (the partial index
+    job_run_live holds the running runs only)."""
+    base = epoch << sql.FENCE_COUNTER_BITS
+    running = JobRun.objects.filter(status=RunStatus.RUNNING, fence__gte=FIRST_EPOCH_TOKEN, fence__lt=base)
+    return list(running.order_by("scheduled_for", "id"))
+
+
+def _stale_epoch_detail(run: JobRun, epoch: int) -> str:
+    old = sql.fence_epoch(run.fence or 0)
+    return (
+        f"started under epoch {old}, before the database failed over to epoch {epoch}: "
+        f"its writes are refused, and it will be abandoned and retried"
+    )
+
+
+def _runs_claimed_again(*, window: CheckWindow, epoch: int) -> list[Problem]:
+    """Runs of the window started again under ``epoch`` after an attempt under an older one
+    (job_run_recent finds the window's runs, the events' run_id index their history; only
+    runs of more than one attempt qualify, which are few)."""
+    base = epoch << sql.FENCE_COUNTER_BITS
+    cut_off = (
+        JobRunEvent.objects.filter(
+            run__scheduled_for__gt=window.start,
+            run__attempts__gt=1,
+            run__fence__gte=base,
+            kind="started",
+            fence__gte=FIRST_EPOCH_TOKEN,
+            fence__lt=base,
+        )
+        .select_related("run")
+        .order_by("run__scheduled_for", "run_id", "id")
+    )
+    problems: list[Problem] = []
+    reported: set[int] = set()
+    for event in cut_off:
+        run = event.run
+        if run.id in reported or run.fence is None or event.fence is None:
+            continue
+        old, new = sql.fence_epoch(event.fence), sql.fence_epoch(run.fence)
+        if old >= new:
+            continue
+        reported.add(run.id)
+        detail = (
+            f"cut off by the database's failover: attempt {event.attempt} started under epoch {old}, "
+            f"attempt {run.attempts} under epoch {new} (now {run.status})"
+        )
+        problems.append(_problem(run, ProblemKind.FAILOVER, detail))
+    return problems
 
 
 def _ordered(*querysets: Iterable[JobRun]) -> list[JobRun]:
