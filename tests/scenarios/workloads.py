@@ -35,7 +35,7 @@ def run_probe_fleet(scenario: Scenario, *, schedulers: int, skews: Sequence[floa
     scenario.start_schedulers(clock, schedulers, skews=skews)
     clock.sleep_until(clock.after(minutes=PROBE_MINUTES))
     scenario.stop("scheduler")
-    scenario.wait_until_idle(timeout=30)
+    scenario.wait_until_idle()
     scenario.stop("worker")
     assert not scenario.fleet.crashed(), "a process exited on its own"
     return clock
