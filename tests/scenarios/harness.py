@@ -35,6 +35,9 @@ PROCESS_ENVIRONMENT = {"SCHEDULER_POLL_SECONDS": "0.2", "Q_POLL_SECONDS": "0.05"
 # this long after its last step. Waits follow what is left in the database, never a
 # fixed number of seconds.
 STALL_SECONDS = 30.0
+# Booting Django and django-q2 on a loaded machine is one long step with nothing to read
+# in the database before its end: it gets twice a step's patience.
+BOOT_STALL_SECONDS = 2 * STALL_SECONDS
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import pytest
 
 from scheduling import cron
 from simulation.processes import SimulatedTime
-from tests.scenarios.harness import STALL_SECONDS, Scenario, unjustified_skips
+from tests.scenarios.harness import BOOT_STALL_SECONDS, Scenario, unjustified_skips
 from tests.scenarios.ledger import assert_ledger_correct, weeks_due
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
@@ -36,9 +36,6 @@ BOOTING = (
     "SELECT greatest(2 - (SELECT count(*) FROM job_scheduler_nodes WHERE passes > 0), 0)"
     " + (SELECT CASE WHEN EXISTS (SELECT 1 FROM job_runs WHERE job_name = 'cancel-stale-orders') THEN 0 ELSE 1 END)"
 )
-# Booting Django and django-q2 on a loaded machine is one long step with nothing to read
-# in the database before its end: it gets twice a step's patience.
-BOOT_STALL_SECONDS = 2 * STALL_SECONDS
 
 
 def _run_fleet(scenario: Scenario, clock: SimulatedTime) -> None:
