@@ -351,3 +351,22 @@ def wait_for(condition: Callable[[], bool], *, timeout: float, interval: float =
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} did not happen within {timeout:g} s")
         time.sleep(interval)
+
+
+def wait_while_progressing(
+    left: Callable[[], int], *, stall: float, interval: float = 0.2, what: str = "the work left"
+) -> None:
+    """Poll ``left`` (how much work the system still has to do, read from its records)
+    until it is 0; TimeoutError naming ``what`` once ``stall`` real seconds pass without
+    ``left`` falling below the lowest value it has shown. A busy machine gets as long as
+    it keeps making progress; a stuck system fails ``stall`` seconds after its last step,
+    however much was left."""
+    lowest = left()
+    progressed_at = time.monotonic()
+    while lowest > 0:
+        if time.monotonic() - progressed_at > stall:
+            raise TimeoutError(f"{what}: {lowest} left, and no progress for {stall:g} s")
+        time.sleep(interval)
+        now_left = left()
+        if now_left < lowest:
+            lowest, progressed_at = now_left, time.monotonic()

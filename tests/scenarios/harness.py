@@ -24,11 +24,20 @@ import psycopg
 from psycopg import sql
 
 from scheduling import cron
-from simulation.processes import PROJECT_DIR, Fleet, Process, SimulatedTime, wait_for
+from simulation.processes import PROJECT_DIR, Fleet, Process, SimulatedTime, wait_for, wait_while_progressing
 
 # Every scenario process gets these: scheduler loops sleep at most 0.2 real seconds (ticks
 # and due runs are seen promptly), django-q2 polls its queue every 0.05 s.
 PROCESS_ENVIRONMENT = {"SCHEDULER_POLL_SECONDS": "0.2", "Q_POLL_SECONDS": "0.05", "LOG_LEVEL": "INFO"}
+
+# Real seconds a scenario waits without progress (no step of the work it waits for done)
+# before it fails: a loaded machine gets as long as it keeps going, a stuck system fails
+# this long after its last step. Waits follow what is left in the database, never a
+# fixed number of seconds.
+STALL_SECONDS = 30.0
+# Booting Django and django-q2 on a loaded machine is one long step with nothing to read
+# in the database before its end: it gets twice a step's patience.
+BOOT_STALL_SECONDS = 2 * STALL_SECONDS
 
 
 @dataclass(frozen=True)
@@ -193,14 +202,22 @@ class Scenario:
     def stop(self, prefix: str) -> None:
         self.fleet.stop(self.fleet.named(prefix))
 
-    def wait_until_idle(self, *, timeout: float, jobs: Sequence[str] | None = None) -> None:
-        """Wait until no run (of ``jobs``, or any) is enqueued or running."""
+    def wait_until_idle(self, *, stall: float = STALL_SECONDS, jobs: Sequence[str] | None = None) -> None:
+        """Wait until no run (of ``jobs``, or any) is enqueued or running, for as long as
+        their number keeps falling; TimeoutError after ``stall`` seconds in which none finished."""
         query = "SELECT count(*) FROM job_runs WHERE status IN ('enqueued', 'running')"
         params: list[Any] = []
         if jobs is not None:
             query += " AND job_name = ANY(%s)"
             params.append(list(jobs))
-        wait_for(lambda: self.db.scalar(query, params) == 0, timeout=timeout, interval=0.2, what="runs finishing")
+        self.wait_until_none(query, params, stall=stall, what="runs finishing")
+
+    def wait_until_none(
+        self, query: str, params: Sequence[Any] = (), *, stall: float = STALL_SECONDS, what: str
+    ) -> None:
+        """Wait until ``query`` (a ``SELECT count(*)`` of the work left) counts 0, for as long
+        as the count keeps falling (``wait_while_progressing``)."""
+        wait_while_progressing(lambda: int(self.db.scalar(query, params)), stall=stall, what=what)
 
     def wait_for_run(self, job_name: str, status: str, *, timeout: float, attempt: int | None = None) -> int:
         """Wait until a run of ``job_name`` is in ``status``; return its id."""

@@ -16,8 +16,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from scheduling.models import IN_FLIGHT_STATUSES
 from simulation.processes import SimulatedTime, wait_for
-from tests.scenarios.harness import Scenario
+from tests.scenarios.harness import STALL_SECONDS, Scenario
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]
 
@@ -27,6 +28,7 @@ RUSH_MINUTES = 15
 PER_MINUTE = 20
 TIMEOUT = timedelta(seconds=600)  # ORDER_ACCEPT_TIMEOUT_SECONDS
 RUSH = "customer_ref LIKE 'rush-%%'"
+IN_FLIGHT = [str(status) for status in IN_FLIGHT_STATUSES]  # not finished: still to act
 
 
 SKEW = 90.0
@@ -65,15 +67,24 @@ def _rush(scenario: Scenario, *, scheduler_skews: tuple[float, float], worker_sk
         ["simulate_orders", "--per-minute", str(PER_MINUTE), "--minutes", str(RUSH_MINUTES)],
         env=clock.environment(),
     )
-    wait_for(lambda: not driver.alive(), timeout=(RUSH_MINUTES * 60 + 600) / SPEED + 30, what="the order traffic")
+    # The driver runs on the simulated clock: its rush and the last answers' deadline.
+    traffic = (RUSH_MINUTES * 60 + TIMEOUT.total_seconds()) / SPEED
+    wait_for(lambda: not driver.alive(), timeout=traffic + STALL_SECONDS, what="the order traffic")
     assert driver.popen is not None and driver.popen.returncode == 0, driver.log_tail()
     answered = _traffic_counts(driver.log_tail())
     db = scenario.db
-    # Every order's deadline passes, and its cancellation run executes.
-    pending = f"SELECT count(*) FROM orders_order WHERE {RUSH} AND status = 'placed'"
-    wait_for(lambda: db.scalar(pending) == 0, timeout=600 / SPEED + 30, interval=0.2, what="the last cancellations")
+    # Every order's deadline passes, and its cancellation run executes: wait while orders
+    # are answered or cancelled and runs finish. (The deadlines still ahead are at most
+    # TIMEOUT away, so that long may pass before the next step.) The schedulers stop only
+    # then: a run still scheduled would never be handed out.
+    left = (
+        f"SELECT (SELECT count(*) FROM orders_order WHERE {RUSH} AND status = 'placed') + "
+        "(SELECT count(*) FROM job_runs WHERE job_name = 'cancel-stale-order' AND status = ANY(%s))"
+    )
+    stall = STALL_SECONDS + TIMEOUT.total_seconds() / SPEED
+    scenario.wait_until_none(left, [list(IN_FLIGHT)], stall=stall, what="the last cancellations")
     scenario.stop("scheduler")
-    scenario.wait_until_idle(timeout=30)
+    scenario.wait_until_idle()
     scenario.stop("worker")
 
     statuses = db.counts(f"SELECT status, count(*) FROM orders_order WHERE {RUSH} GROUP BY status")

@@ -16,7 +16,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from simulation.processes import SimulatedTime
-from tests.scenarios.harness import PostgresServer, ScenarioDatabase, open_scenario, unjustified_skips
+from tests.scenarios.harness import (
+    STALL_SECONDS,
+    PostgresServer,
+    ScenarioDatabase,
+    open_scenario,
+    unjustified_skips,
+)
 from tests.scenarios.jobs.laps import INTERVAL_MINUTES, RUN_SECONDS
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]
@@ -59,7 +65,8 @@ def laps(pg_server: PostgresServer, scenario_template: str, tmp_path_factory: py
         scenario.stop("scheduler")
         # Queue keeps a backlog (runs are longer than the interval); the others drain.
         finishing = ["lap-allow", "lap-forbid", "lap-replace"]
-        scenario.wait_until_idle(timeout=4 * RUN_SECONDS / SPEED, jobs=finishing)
+        # A run lasts RUN_SECONDS simulated: no run finishes for that long without a fault.
+        scenario.wait_until_idle(stall=STALL_SECONDS + RUN_SECONDS / SPEED, jobs=finishing)
         scenario.stop("worker")
         runs = Laps(_runs_by_job(scenario.db))
         runs.unjustified_skips = {job: unjustified_skips(scenario.db, job) for job in runs}
