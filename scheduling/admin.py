@@ -130,19 +130,8 @@ class JobRunEventInline(ReadOnlyMixin, _EventInline):
 @admin.register(JobRun)
 class JobRunAdmin(ReadOnlyMixin, _JobRunAdmin):
     # Fits 1,280 px: what ran, when it was meant to, how it went. The fence and the worker
-    # are on the run's page.
-    list_display = (
-        "id",
-        "job_name",
-        "subject",
-        "scheduled_for",
-        "trigger",
-        "status",
-        "attempts",
-        "epoch",
-        "late_by",
-        "took",
-    )
+    # (with its epoch) are on the run's page.
+    list_display = ("id", "job_name", "subject", "scheduled_for", "trigger", "status", "attempts", "late_by", "took")
     # Every filter has fixed choices (the registry's jobs, the model's choices) and an index
     # behind it: job_run_by_job, job_run_status, job_run_by_hand (trigger manual/backfill;
     # cron and delayed rows are most of the table). The default ordering

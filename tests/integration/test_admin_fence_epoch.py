@@ -44,23 +44,6 @@ def cut_off_run():
     return run
 
 
-def test_the_run_list_shows_the_epoch_of_each_runs_fence(admin_client, cut_off_run):
-    JobRun.objects.create(
-        job_name="hourly-report",
-        scheduled_for=T0 + timedelta(hours=1),
-        status=RunStatus.ENQUEUED,
-        due_at=T0,
-        created_at=T0,
-    )
-
-    page = admin_client.get(reverse("admin:scheduling_jobrun_changelist")).content.decode()
-
-    assert re.search(r'class="column-epoch"', page)
-    epochs = re.findall(r'<td class="field-epoch">([^<]*)</td>', page)
-    # Newest first: the enqueued run has no fence yet, the cut-off run holds epoch 2.
-    assert epochs == ["-", "2"]
-
-
 def test_the_runs_page_shows_each_attempts_epoch(admin_client, cut_off_run):
     page = admin_client.get(reverse("admin:scheduling_jobrun_change", args=[cut_off_run.id])).content.decode()
 
