@@ -26,14 +26,18 @@ def _ok(done: subprocess.CompletedProcess[str]) -> None:
 
 def test_an_existing_ledger_is_partitioned_and_unpartitioned_without_losing_a_cent(scenario: Scenario) -> None:
     now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    _ok(scenario.manage("migrate", "payouts", "0007", "--noinput", "-v0"))
-    assert scenario.db.scalar("SELECT relkind FROM pg_class WHERE relname = 'payouts_payout'") == "r"
+    # Paid by today's code, then taken back to the plain table of 0007: the code that paid
+    # also writes the transfer and statement outboxes, whose migrations follow the ledger's,
+    # so it cannot run on the old schema itself; the rows it leaves are the same.
     scenario.seed(restaurants=6, weeks=20, now=now)
     _ok(scenario.manage("catch_up_payouts", "--as-of", (now - timedelta(weeks=1)).isoformat()))
     before = scenario.db.rows(LEDGER)
     assert len(before) >= 6 * 18
+    _ok(scenario.manage("migrate", "payouts", "0007", "--noinput", "-v0"))
+    assert scenario.db.scalar("SELECT relkind FROM pg_class WHERE relname = 'payouts_payout'") == "r"
+    assert scenario.db.rows(LEDGER) == before
 
-    _ok(scenario.manage("migrate", "payouts", "--noinput", "-v0"))
+    _ok(scenario.manage("migrate", "--noinput", "-v0"))
     assert scenario.db.scalar("SELECT relkind FROM pg_class WHERE relname = 'payouts_payout'") == "p"
     assert scenario.db.rows(LEDGER) == before
     assert scenario.db.rows(WHERE) == [(HISTORY, len(before))]  # the old table, attached as it was
@@ -46,7 +50,7 @@ def test_an_existing_ledger_is_partitioned_and_unpartitioned_without_losing_a_ce
     _ok(scenario.manage("migrate", "payouts", "0007", "--noinput", "-v0"))
     assert scenario.db.scalar("SELECT relkind FROM pg_class WHERE relname = 'payouts_payout'") == "r"
     assert scenario.db.rows(LEDGER) == after
-    _ok(scenario.manage("migrate", "payouts", "--noinput", "-v0"))
+    _ok(scenario.manage("migrate", "--noinput", "-v0"))
     assert scenario.db.rows(LEDGER) == after
     # Migrated again, the first partition ends where its newest period's year does.
     newest = max(row[2] for row in after)

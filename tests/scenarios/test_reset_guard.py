@@ -127,10 +127,12 @@ def test_with_production_settings_every_reset_refuses_a_database_that_holds_payo
         assert deploy_db.snapshot() == before, f"{command} changed the database"
     # The week is not paid again: the catch-up finds nothing to pay, the ledger is as it was.
     # Nor does any other path empty the ledger, from the owner's own connection: Django's
-    # flush, or a TRUNCATE typed by hand (the statement guard of payouts/0009).
+    # flush, or a TRUNCATE typed by hand (the statement guard of payouts/0010).
     flushed = deploy_db.manage("flush", "--noinput", env=PRODUCTION)
     assert flushed.returncode != 0 and "couldn't be flushed" in flushed.stderr  # Django hides the cause
-    for table in ("payouts_payout", "orders_order", "orders_commissionratechange", "orders_restaurant CASCADE"):
+    # CASCADE: the transfer outbox's foreign key would refuse a plain TRUNCATE of the payouts
+    # before the guard is asked; with it, the guard alone stands in the way.
+    for table in ("payouts_payout CASCADE", "orders_order", "orders_commissionratechange", "orders_restaurant CASCADE"):
         with pytest.raises(psycopg.errors.RestrictViolation, match=r"TRUNCATE of \w+ refused"):
             deploy_db.execute_as_owner(f"TRUNCATE {table}")
     assert deploy_db.snapshot() == before
