@@ -31,11 +31,12 @@ from typing import Any
 
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
-from django.db import transaction
+from django.db import connection, transaction
 from django.template.loader import get_template
 
 from payouts.models import Payout
 from scheduling.fencing import StaleFenceError, fence_check
+from statements import sql
 from statements.models import SEND_FENCE_RESOURCE, Statement, StatementStatus, statement_message_id
 from statements.selectors import statements_due, statements_waiting_with_recipient
 
@@ -57,7 +58,8 @@ def statements_create_for_payouts(*, restaurant_ids: Sequence[int], written_at: 
     statement, nor a statement without its payout. Every payout gets one, a week with no
     orders too (docs/statements.md says why). The body is rendered here, once: one query
     reads the payouts with their restaurants' name, zone and address, the template is
-    compiled once for them all, and one bulk INSERT writes the rows.
+    compiled once for them all, and one INSERT writes the rows (statements/sql.py on
+    PostgreSQL, each column one array; the ORM's bulk INSERT on SQLite).
     """
     if not restaurant_ids:
         return 0
@@ -76,11 +78,13 @@ def statements_create_for_payouts(*, restaurant_ids: Sequence[int], written_at: 
             *values[len(_PAYOUT_FIELDS) :],
             template=template,
             domain=domain,
-            now=written_at,
         )
         for values in payouts
     ]
-    Statement.objects.bulk_create(rows)
+    if connection.vendor == "postgresql":
+        pending, waiting = StatementStatus.PENDING, StatementStatus.WAITING_RECIPIENT
+        return sql.statements_insert(rows=rows, written_at=written_at, pending=pending, waiting=waiting)
+    Statement.objects.bulk_create(_statement_model(row, now=written_at) for row in rows)
     return len(rows)
 
 
@@ -116,12 +120,12 @@ class StatementPayout:
 
 
 def _statement_of(
-    payout: StatementPayout, name: str, zone: str, recipient: str, *, template: Any, domain: str, now: datetime
-) -> Statement:
+    payout: StatementPayout, name: str, zone: str, recipient: str, *, template: Any, domain: str
+) -> sql.NewStatement:
     message_id = statement_message_id(
         restaurant_id=payout.restaurant_id, period_start=payout.period_start, domain=domain
     )
-    return Statement(
+    return sql.NewStatement(
         payout_id=payout.id,
         restaurant_id=payout.restaurant_id,
         period_start=payout.period_start,
@@ -129,8 +133,21 @@ def _statement_of(
         subject=f"{name}: Tiffin statement for the week of {payout.week_start_local:%d %b %Y}",
         body=statement_body(payout=payout, restaurant=name, zone=zone, message_id=message_id, template=template),
         message_id=message_id,
-        status=StatementStatus.PENDING if recipient else StatementStatus.WAITING_RECIPIENT,
-        next_attempt_at=now if recipient else None,
+    )
+
+
+def _statement_model(row: sql.NewStatement, *, now: datetime) -> Statement:
+    """``row`` as a model to save (SQLite): pending if it has a recipient, else waiting."""
+    return Statement(
+        payout_id=row.payout_id,
+        restaurant_id=row.restaurant_id,
+        period_start=row.period_start,
+        recipient=row.recipient,
+        subject=row.subject,
+        body=row.body,
+        message_id=row.message_id,
+        status=StatementStatus.PENDING if row.recipient else StatementStatus.WAITING_RECIPIENT,
+        next_attempt_at=now if row.recipient else None,
         created_at=now,
     )
 
