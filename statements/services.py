@@ -21,18 +21,18 @@ and the receiver can drop the copy by its Message-ID.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from pathlib import Path
 
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
 from django.db import connection, transaction
-from django.template.loader import get_template
 
 from payouts.models import Payout
 from scheduling.fencing import StaleFenceError, fence_check
@@ -57,8 +57,8 @@ def statements_create_for_payouts(*, restaurant_ids: Sequence[int], written_at: 
     Called inside the payout batch's transaction, so a payout never exists without its
     statement, nor a statement without its payout. Every payout gets one, a week with no
     orders too (docs/statements.md says why). The body is rendered here, once: one query
-    reads the payouts with their restaurants' name, zone and address, the template is
-    compiled once for them all, and one INSERT writes the rows (statements/sql.py on
+    reads the payouts with their restaurants' name, zone and address, each body is one
+    format string filled, and one INSERT writes the rows (statements/sql.py on
     PostgreSQL, each column one array; the ORM's bulk INSERT on SQLite).
     """
     if not restaurant_ids:
@@ -70,7 +70,7 @@ def statements_create_for_payouts(*, restaurant_ids: Sequence[int], written_at: 
         .order_by("restaurant_id", "period_start")
         .values_list(*_PAYOUT_FIELDS, "restaurant__name", "restaurant__timezone", "restaurant__statement_email")
     )
-    template = get_template(_TEMPLATE)
+    template = statement_template()
     domain = settings.STATEMENTS_MESSAGE_ID_DOMAIN
     rows = [
         _statement_of(
@@ -88,7 +88,6 @@ def statements_create_for_payouts(*, restaurant_ids: Sequence[int], written_at: 
     return len(rows)
 
 
-_TEMPLATE = "statements/statement.txt"
 _PAYOUT_FIELDS = (
     "id",
     "restaurant_id",
@@ -120,7 +119,7 @@ class StatementPayout:
 
 
 def _statement_of(
-    payout: StatementPayout, name: str, zone: str, recipient: str, *, template: Any, domain: str
+    payout: StatementPayout, name: str, zone: str, recipient: str, *, template: str, domain: str
 ) -> sql.NewStatement:
     message_id = statement_message_id(
         restaurant_id=payout.restaurant_id, period_start=payout.period_start, domain=domain
@@ -152,13 +151,18 @@ def _statement_model(row: sql.NewStatement, *, now: datetime) -> Statement:
     )
 
 
-def statement_body(
-    *, payout: StatementPayout, restaurant: str, zone: str, message_id: str, template: Any | None = None
-) -> str:
-    """The plain-text body (statements/statement.txt, ``template`` if already compiled):
-    amounts with thousands separators and two decimals, exactly as the ledger holds them
-    (no rounding happens here)."""
-    text = (template or get_template(_TEMPLATE)).render(
+@functools.cache
+def statement_template() -> str:
+    """The body's template, statements/statement_body.txt: plain text with ``{name}``
+    fields for ``str.format_map``, read once per process. Not a Django template: the payout
+    pass renders thousands at a time, inside its transaction (docs/statements.md)."""
+    return (Path(__file__).parent / "statement_body.txt").read_text(encoding="utf-8")
+
+
+def statement_body(*, payout: StatementPayout, restaurant: str, zone: str, message_id: str, template: str) -> str:
+    """The plain-text body (``statement_template``): amounts with thousands separators and
+    two decimals, exactly as the ledger holds them (no rounding happens here)."""
+    text = template.format_map(
         {
             "restaurant": restaurant,
             "week": f"{payout.week_start_local:%d %B %Y}",
@@ -173,7 +177,7 @@ def statement_body(
             "message_id": message_id,
         }
     )
-    return str(text).strip() + "\n"
+    return text.strip() + "\n"
 
 
 def _amount(value: Decimal) -> str:
