@@ -21,20 +21,22 @@ and the receiver can drop the copy by its Message-ID.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
-from django.db import transaction
-from django.template.loader import render_to_string
+from django.db import connection, transaction
 
 from payouts.models import Payout
 from scheduling.fencing import StaleFenceError, fence_check
+from statements import sql
 from statements.models import SEND_FENCE_RESOURCE, Statement, StatementStatus, statement_message_id
 from statements.selectors import statements_due, statements_waiting_with_recipient
 
@@ -54,7 +56,10 @@ def statements_create_for_payouts(*, restaurant_ids: Sequence[int], written_at: 
 
     Called inside the payout batch's transaction, so a payout never exists without its
     statement, nor a statement without its payout. Every payout gets one, a week with no
-    orders too (docs/statements.md says why). The body is rendered here, once.
+    orders too (docs/statements.md says why). The body is rendered here, once: one query
+    reads the payouts with their restaurants' name, zone and address, each body is one
+    format string filled, and one INSERT writes the rows (statements/sql.py on
+    PostgreSQL, each column one array; the ORM's bulk INSERT on SQLite).
     """
     if not restaurant_ids:
         return 0
@@ -62,43 +67,106 @@ def statements_create_for_payouts(*, restaurant_ids: Sequence[int], written_at: 
         Payout.objects.filter(
             restaurant_id__in=sorted(set(restaurant_ids)), created_at=written_at, statement__isnull=True
         )
-        .select_related("restaurant")
         .order_by("restaurant_id", "period_start")
+        .values_list(*_PAYOUT_FIELDS, "restaurant__name", "restaurant__timezone", "restaurant__statement_email")
     )
-    rows = [_statement_of(payout, now=written_at) for payout in payouts]
-    Statement.objects.bulk_create(rows)
+    template = statement_template()
+    domain = settings.STATEMENTS_MESSAGE_ID_DOMAIN
+    rows = [
+        _statement_of(
+            StatementPayout(*values[: len(_PAYOUT_FIELDS)]),
+            *values[len(_PAYOUT_FIELDS) :],
+            template=template,
+            domain=domain,
+        )
+        for values in payouts
+    ]
+    if connection.vendor == "postgresql":
+        pending, waiting = StatementStatus.PENDING, StatementStatus.WAITING_RECIPIENT
+        return sql.statements_insert(rows=rows, written_at=written_at, pending=pending, waiting=waiting)
+    Statement.objects.bulk_create(_statement_model(row, now=written_at) for row in rows)
     return len(rows)
 
 
-def _statement_of(payout: Payout, *, now: datetime) -> Statement:
-    restaurant = payout.restaurant
+_PAYOUT_FIELDS = (
+    "id",
+    "restaurant_id",
+    "week_start_local",
+    "period_start",
+    "period_end",
+    "order_count",
+    "gross",
+    "commission",
+    "commission_rate",
+    "net",
+)
+
+
+@dataclass(frozen=True)
+class StatementPayout:
+    """The columns of a payout its statement shows (``_PAYOUT_FIELDS``, in order)."""
+
+    id: int
+    restaurant_id: int
+    week_start_local: date
+    period_start: datetime
+    period_end: datetime
+    order_count: int
+    gross: Decimal
+    commission: Decimal
+    commission_rate: Decimal
+    net: Decimal
+
+
+def _statement_of(
+    payout: StatementPayout, name: str, zone: str, recipient: str, *, template: str, domain: str
+) -> sql.NewStatement:
     message_id = statement_message_id(
-        restaurant_id=restaurant.pk, period_start=payout.period_start, domain=settings.STATEMENTS_MESSAGE_ID_DOMAIN
+        restaurant_id=payout.restaurant_id, period_start=payout.period_start, domain=domain
     )
-    recipient = restaurant.statement_email
-    return Statement(
-        payout_id=payout.pk,
-        restaurant_id=restaurant.pk,
+    return sql.NewStatement(
+        payout_id=payout.id,
+        restaurant_id=payout.restaurant_id,
         period_start=payout.period_start,
         recipient=recipient,
-        subject=f"{restaurant.name}: Tiffin statement for the week of {payout.week_start_local:%d %b %Y}",
-        body=statement_body(payout=payout, message_id=message_id),
+        subject=f"{name}: Tiffin statement for the week of {payout.week_start_local:%d %b %Y}",
+        body=statement_body(payout=payout, restaurant=name, zone=zone, message_id=message_id, template=template),
         message_id=message_id,
-        status=StatementStatus.PENDING if recipient else StatementStatus.WAITING_RECIPIENT,
-        next_attempt_at=now if recipient else None,
+    )
+
+
+def _statement_model(row: sql.NewStatement, *, now: datetime) -> Statement:
+    """``row`` as a model to save (SQLite): pending if it has a recipient, else waiting."""
+    return Statement(
+        payout_id=row.payout_id,
+        restaurant_id=row.restaurant_id,
+        period_start=row.period_start,
+        recipient=row.recipient,
+        subject=row.subject,
+        body=row.body,
+        message_id=row.message_id,
+        status=StatementStatus.PENDING if row.recipient else StatementStatus.WAITING_RECIPIENT,
+        next_attempt_at=now if row.recipient else None,
         created_at=now,
     )
 
 
-def statement_body(*, payout: Payout, message_id: str) -> str:
-    """The plain-text body (statements/statement.txt): amounts with thousands separators
-    and two decimals, exactly as the ledger holds them (no rounding happens here)."""
-    text = render_to_string(
-        "statements/statement.txt",
+@functools.cache
+def statement_template() -> str:
+    """The body's template, statements/statement_body.txt: plain text with ``{name}``
+    fields for ``str.format_map``, read once per process. Not a Django template: the payout
+    pass renders thousands at a time, inside its transaction (docs/statements.md)."""
+    return (Path(__file__).parent / "statement_body.txt").read_text(encoding="utf-8")
+
+
+def statement_body(*, payout: StatementPayout, restaurant: str, zone: str, message_id: str, template: str) -> str:
+    """The plain-text body (``statement_template``): amounts with thousands separators and
+    two decimals, exactly as the ledger holds them (no rounding happens here)."""
+    text = template.format_map(
         {
-            "restaurant": payout.restaurant.name,
+            "restaurant": restaurant,
             "week": f"{payout.week_start_local:%d %B %Y}",
-            "zone": payout.restaurant.timezone,
+            "zone": zone,
             "order_count": f"{payout.order_count:,}",
             "gross": _amount(payout.gross),
             "commission": _amount(payout.commission),
@@ -107,7 +175,7 @@ def statement_body(*, payout: Payout, message_id: str) -> str:
             "period_start": f"{payout.period_start:%Y-%m-%d %H:%M}",
             "period_end": f"{payout.period_end:%Y-%m-%d %H:%M}",
             "message_id": message_id,
-        },
+        }
     )
     return text.strip() + "\n"
 

@@ -25,10 +25,11 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 import stripe
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 
 from payouts.models import Payout
 from scheduling.alerts import problem_alert_now
@@ -37,8 +38,8 @@ from scheduling.models import JobRun, ProblemKind
 from scheduling.monitoring import Problem
 from scheduling.registry import registry
 from scheduling.services import SchedulingError, job_latest_tick, run_claim_manual
-from tiffin.money import to_minor_units
-from transfers import provider
+from tiffin.money import minor_unit_exponent, to_minor_units
+from transfers import provider, sql
 from transfers.errors import InexactAmountError, TransferError
 from transfers.models import SEND_FENCE_RESOURCE, SEND_TRANSFERS_JOB, Transfer, TransferStatus, transfer_identity
 from transfers.provider import Outcome, ProviderTransfer
@@ -58,14 +59,34 @@ def transfers_create_for_payouts(*, restaurant_ids: Sequence[int], written_at: d
     transfer, nor a transfer without its payout. The amount is converted to minor units
     exactly; a net that is not a whole number of them raises InexactAmountError, which
     rolls the batch back: a payout that cannot be paid as written is refused, not rounded.
+    On PostgreSQL one INSERT ... SELECT writes the batch's transfers (transfers/sql.py), as
+    one wrote its payouts; SQLite builds the same rows through the ORM.
     """
     if not restaurant_ids:
         return 0
+    ids = sorted(set(restaurant_ids))
     currency = settings.PAYMENT_CURRENCY
+    if connection.vendor != "postgresql":
+        return _transfers_create_orm(restaurant_ids=ids, written_at=written_at, currency=currency)
+    scale = 10 ** minor_unit_exponent(currency)
+    inexact = sql.transfers_inexact_first(restaurant_ids=ids, written_at=written_at, scale=scale)
+    if inexact is not None:
+        restaurant_id, period_start, net = inexact
+        _minor_units_exact(net, currency, restaurant_id=restaurant_id, period_start=period_start)
+    return sql.transfers_insert_for_payouts(
+        restaurant_ids=ids,
+        written_at=written_at,
+        scale=scale,
+        currency=currency,
+        pending=TransferStatus.PENDING,
+        waiting=TransferStatus.WAITING_ACCOUNT,
+    )
+
+
+def _transfers_create_orm(*, restaurant_ids: list[int], written_at: datetime, currency: str) -> int:
+    """``transfers_create_for_payouts`` for SQLite: the same rows, built in Python."""
     payouts = (
-        Payout.objects.filter(
-            restaurant_id__in=sorted(set(restaurant_ids)), created_at=written_at, net__gt=0, transfer__isnull=True
-        )
+        Payout.objects.filter(restaurant_id__in=restaurant_ids, created_at=written_at, net__gt=0, transfer__isnull=True)
         .order_by("restaurant_id", "period_start")
         .values_list("id", "restaurant_id", "period_start", "net", "restaurant__provider_account")
     )
@@ -77,21 +98,27 @@ def transfers_create_for_payouts(*, restaurant_ids: Sequence[int], written_at: d
     return len(rows)
 
 
+def _minor_units_exact(net: Decimal, currency: str, *, restaurant_id: int, period_start: datetime) -> int:
+    """``net`` in minor units, or InexactAmountError naming the payout's identity."""
+    try:
+        return to_minor_units(net, currency)
+    except ValueError as error:
+        identity = transfer_identity(restaurant_id=restaurant_id, period_start=period_start)
+        raise InexactAmountError(f"payout {identity}: {error}") from None
+
+
 def _transfer_of(
     payout_id: int,
     restaurant_id: int,
     period_start: datetime,
-    net: object,
+    net: Decimal,
     account: str,
     *,
     currency: str,
     now: datetime,
 ) -> Transfer:
     identity = transfer_identity(restaurant_id=restaurant_id, period_start=period_start)
-    try:
-        amount = to_minor_units(net, currency)  # type: ignore[arg-type]
-    except ValueError as error:
-        raise InexactAmountError(f"payout {identity}: {error}") from None
+    amount = _minor_units_exact(net, currency, restaurant_id=restaurant_id, period_start=period_start)
     return Transfer(
         payout_id=payout_id,
         restaurant_id=restaurant_id,
