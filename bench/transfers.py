@@ -26,6 +26,7 @@ with the ledger's amount and destination, and every ledger row sent with that id
 from __future__ import annotations
 
 import argparse
+import resource
 import tempfile
 import threading
 import time
@@ -115,7 +116,7 @@ def project_send(url: str, sandbox: RunningSandbox, *, concurrency: int) -> dict
         PAYMENT_PROVIDER_URL=sandbox.url,
         TRANSFERS_CONCURRENCY=str(concurrency),
     )
-    wall = 0.0
+    wall = cpu = 0.0
     runs = 0
     first_tick = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=10)
     while Transfer.objects.filter(status=TransferStatus.PENDING).exists():
@@ -124,24 +125,33 @@ def project_send(url: str, sandbox: RunningSandbox, *, concurrency: int) -> dict
         # Each run claims its own minute's tick; several runs in one minute need other ticks.
         tick = (first_tick + timedelta(minutes=runs)).isoformat()
         started = time.perf_counter()
+        cpu_before = _children_cpu()
         code = run(
             [PYTHON, "manage.py", "run_job", SEND_TRANSFERS_JOB, "--sync", "--scheduled-for", tick],
             cwd=ROOT,
             env=env,
         )
         wall += time.perf_counter() - started
+        cpu += _children_cpu() - cpu_before
         runs += 1
         if code:
             raise SystemExit(f"run_job {SEND_TRANSFERS_JOB} --sync exited with {code}")
     spent = JobRun.objects.filter(job_name=SEND_TRANSFERS_JOB).aggregate(
         seconds=Sum(F("finished_at") - F("started_at"))
     )["seconds"]
-    return {"seconds": spent.total_seconds(), "wall": wall, "runs": runs}
+    return {"seconds": spent.total_seconds(), "wall": wall, "runs": runs, "cpu": cpu}
 
 
-def reference_send(sandbox: RunningSandbox, requests: list[tuple[dict[str, Any], str]], *, concurrency: int) -> float:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def reference_send(
+    sandbox: RunningSandbox, requests: list[tuple[dict[str, Any], str]], *, concurrency: int
+) -> tuple[float, float]:
     """The bare loop: ``client.v1.transfers.create(params, {"idempotency_key": key})`` for
-    each request on ``concurrency`` threads; its wall time. Every answer must be a transfer."""
+    each request on ``concurrency`` threads; its wall and CPU time. Every answer must be a transfer."""
     import stripe
     from django.conf import settings
 
@@ -161,13 +171,15 @@ def reference_send(sandbox: RunningSandbox, requests: list[tuple[dict[str, Any],
             created.append(transfer.id)
 
     started = time.perf_counter()
+    cpu_before = time.process_time()
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         for _ in pool.map(send, requests):
             pass
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_before
     if len(created) != len(requests):
         raise SystemExit(f"the reference created {len(created)} of {len(requests)} transfers")
-    return elapsed
+    return elapsed, cpu
 
 
 def provider_check(sandbox: RunningSandbox, *, ledger: dict[str, tuple[int, str]], ids: dict[str, str]) -> int:
@@ -207,7 +219,7 @@ def main() -> int:
         with running_sandbox(
             state_path=logs / "reference.sqlite3", latency_ms=args.latency_ms, log_path=logs / "reference.log"
         ) as sandbox:
-            reference_seconds = reference_send(sandbox, requests, concurrency=args.concurrency)
+            reference_seconds, reference_cpu = reference_send(sandbox, requests, concurrency=args.concurrency)
             reference_problems = provider_check(sandbox, ledger=ledger, ids={})
         with running_sandbox(
             state_path=logs / "project.sqlite3", latency_ms=args.latency_ms, log_path=logs / "project.log"
@@ -218,6 +230,7 @@ def main() -> int:
             )
             project_problems = provider_check(sandbox, ledger=ledger, ids=sent)
     unsent = args.count - len(sent)
+    project["reference_cpu"] = reference_cpu
     return report(args, project, reference_seconds, project_problems + unsent, reference_problems).finish()
 
 
@@ -248,6 +261,12 @@ def report(
             ratio >= GOAL,
         ),
         Row("wall time of the run_job processes", "s", project["wall"], None, None),
+        Row(
+            "CPU per 1,000 transfers (run_job process, start-up included)",
+            "s",
+            project["cpu"] * 1000 / args.count,
+            project["reference_cpu"] * 1000 / args.count,
+        ),
         Row("job runs needed", "runs", project["runs"], None, None),
         Row(
             "payouts without exactly one matching transfer",

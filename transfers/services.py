@@ -439,7 +439,7 @@ def transfers_send_due(
 
 # How long the sender waits for more answers to record with the first one: one fenced
 # transaction then records every answer that came in meanwhile.
-RECORD_GATHER_SECONDS = 0.02
+RECORD_GATHER_SECONDS = 0.05
 
 
 def _send_pooled_recording_in_batches(
@@ -454,9 +454,10 @@ def _send_pooled_recording_in_batches(
 ) -> Counter[str]:
     """``transfer_send`` for every due transfer, with its three steps grouped:
 
-    - step 1 for several transfers in one fenced transaction, keeping up to 2 x
-      ``concurrency`` attempts waiting for a thread (an attempt waits behind at most two
-      requests of each thread: its lease counts two more timeouts);
+    - step 1 for several transfers in one fenced transaction, keeping fewer attempts
+      waiting for a thread than there are threads (so an attempt waits behind at most one
+      request: its lease counts one more timeout; a pool of one thread begins one
+      attempt at a time);
     - step 2 on a pool of ``concurrency`` threads, each taking the next attempt as soon
       as its request is answered, with no database connection (``transfer_ask``);
     - step 3 in this thread: the answers that came in (waiting RECORD_GATHER_SECONDS for
@@ -476,9 +477,9 @@ def _send_pooled_recording_in_batches(
     in_flight: set[Future[Reply]] = set()
     try:
         while True:
-            # Keep up to 2 x ``concurrency`` attempts waiting behind the running requests.
-            if taking and len(in_flight) < 3 * concurrency:
-                want = 3 * concurrency - len(in_flight)
+            # Keep up to ``concurrency - 1`` attempts waiting behind the running requests.
+            if taking and len(in_flight) < 2 * concurrency - 1:
+                want = 2 * concurrency - 1 - len(in_flight)
                 ids = [i for i in transfers_due(now=read_clock(), limit=want + resent) if i not in seen][:want]
                 seen.update(ids)
                 if not ids:
@@ -486,7 +487,7 @@ def _send_pooled_recording_in_batches(
                 else:
                     try:
                         attempts = transfers_attempts_begin(
-                            transfer_ids=ids, fence=fence, job_run_id=job_run_id, now=read_clock(), queued=2
+                            transfer_ids=ids, fence=fence, job_run_id=job_run_id, now=read_clock(), queued=1
                         )
                     except StaleFenceError:
                         counts[SendResult.STALE] += len(ids)
