@@ -21,7 +21,7 @@ import enum
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -437,11 +437,6 @@ def transfers_send_due(
     return SendPassResult(attached=attached, counts=dict(counts))
 
 
-# How long the sender waits for more answers to record with the first one: one fenced
-# transaction then records every answer that came in meanwhile.
-RECORD_GATHER_SECONDS = 0.05
-
-
 def _send_pooled_recording_in_batches(
     *,
     fence: int,
@@ -460,8 +455,9 @@ def _send_pooled_recording_in_batches(
       attempt at a time);
     - step 2 on a pool of ``concurrency`` threads, each taking the next attempt as soon
       as its request is answered, with no database connection (``transfer_ask``);
-    - step 3 in this thread: the answers that came in (waiting RECORD_GATHER_SECONDS for
-      more after the first) recorded in one fenced transaction (``transfers_record``).
+    - step 3 in this thread: every answer that came in since the last record, recorded
+      in one fenced transaction (``transfers_record``); the slower the database, the
+      more answers wait, and the larger the next group.
 
     Only this thread writes, so the fence's row is never contended by this sender; the
     guarantees are ``transfer_send``'s: the same key on every attempt, the lease set
@@ -502,9 +498,9 @@ def _send_pooled_recording_in_batches(
                 if taking:
                     continue  # every id taken was taken by another sender: look again
                 break
+            # Every answer in by now; more come in while these are recorded.
             done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
-            more, in_flight = wait(in_flight, timeout=RECORD_GATHER_SECONDS, return_when=ALL_COMPLETED)
-            replies = [future.result() for future in (*done, *more)]
+            replies = [future.result() for future in done]
             try:
                 results = transfers_record(replies=replies, fence=fence, job_run_id=job_run_id, now=read_clock())
             except StaleFenceError:
