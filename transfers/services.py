@@ -455,9 +455,9 @@ def _send_pooled_recording_in_batches(
       attempt at a time);
     - step 2 on a pool of ``concurrency`` threads, each taking the next attempt as soon
       as its request is answered, with no database connection (``transfer_ask``);
-    - step 3 in this thread: every answer that came in since the last record, recorded
-      in one fenced transaction (``transfers_record``); the slower the database, the
-      more answers wait, and the larger the next group.
+    - step 3 in this thread: the answers of at least half the threads (or the last
+      ones), and any that came in meanwhile, recorded in one fenced transaction
+      (``transfers_record``); the slower the database, the larger the group.
 
     Only this thread writes, so the fence's row is never contended by this sender; the
     guarantees are ``transfer_send``'s: the same key on every attempt, the lease set
@@ -498,8 +498,12 @@ def _send_pooled_recording_in_batches(
                 if taking:
                     continue  # every id taken was taken by another sender: look again
                 break
-            # Every answer in by now; more come in while these are recorded.
-            done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+            # Half the threads' answers (or the last ones) per record, fewer transactions;
+            # more come in while these are recorded.
+            done: set[Future[Reply]] = set()
+            while in_flight and len(done) < max(1, concurrency // 2):
+                finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+                done |= finished
             replies = [future.result() for future in done]
             try:
                 results = transfers_record(replies=replies, fence=fence, job_run_id=job_run_id, now=read_clock())
