@@ -29,6 +29,7 @@ BENCHMARKS = {
     "cancellations": ["cancellations"],
     "cancellations_workers2": ["cancellations", "--quick", "--workers", "2"],
     "cancellations_pgbouncer": ["cancellations", "--quick", "--pgbouncer"],
+    "transfers": ["transfers"],
 }
 # Benchmark 6 (ten million runs of history, then their prune) takes about as long as all of
 # the above together, most of it generating the history: make bench-history.

@@ -39,8 +39,8 @@ RECONCILE_PROBLEMS_KEPT = 1000
     overlap=Overlap.FORBID,
     heartbeat=True,
     max_attempts=1,
-    # Heartbeats come after each pass of TRANSFERS_BATCH_SIZE transfers; a pass whose
-    # requests all time out lasts about (batch / concurrency) x the provider timeout.
+    # Heartbeats come after every TRANSFERS_BATCH_SIZE answers recorded; if every request
+    # times out, that is about (batch / concurrency) x the provider timeout apart.
     timeout_seconds=600,
 )
 def send_transfers(ctx: RunContext) -> dict[str, Any]:

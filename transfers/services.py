@@ -18,18 +18,19 @@ or none, so no database transaction is held open across a network call:
 from __future__ import annotations
 
 import enum
-import functools
 import logging
-import threading
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 import stripe
 from django.conf import settings
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
+from django.db.models import Value
+from django.db.models.functions import Coalesce
 
 from payouts.models import Payout
 from scheduling.alerts import problem_alert_now
@@ -38,6 +39,7 @@ from scheduling.models import JobRun, ProblemKind
 from scheduling.monitoring import Problem
 from scheduling.registry import registry
 from scheduling.services import SchedulingError, job_latest_tick, run_claim_manual
+from tiffin.db import adapt
 from tiffin.money import minor_unit_exponent, to_minor_units
 from transfers import provider, sql
 from transfers.errors import InexactAmountError, TransferError
@@ -199,24 +201,66 @@ class Attempt:
     previous_attempt_at: datetime | None
 
 
+class Answer(enum.Enum):
+    """What step 3 writes for one attempt (``Reply``)."""
+
+    SENT = "sent"  # the provider holds the frozen request: sent, with its id
+    PENDING = "pending"  # outcome unknown: due again at the attempt's next_attempt_at
+    STOP = "stop"  # refused for good: stopped and alerted
+    RESEND = "resend"  # a lookup past the key retention found nothing: the key's window starts again
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The provider's answer to one attempt, as the write that records it (step 3)."""
+
+    attempt: Attempt
+    answer: Answer
+    detail: str = ""
+    provider_id: str = ""
+
+
 def transfer_attempt_begin(*, transfer_id: int, fence: int, job_run_id: int | None, now: datetime) -> Attempt | None:
     """Step 1 (module doc): take the transfer for one attempt, or None if it is not
     pending and due any more (another sender took it)."""
+    attempts = transfers_attempts_begin(transfer_ids=[transfer_id], fence=fence, job_run_id=job_run_id, now=now)
+    return attempts[0] if attempts else None
+
+
+def transfers_attempts_begin(
+    *, transfer_ids: Sequence[int], fence: int, job_run_id: int | None, now: datetime, queued: int = 0
+) -> list[Attempt]:
+    """Step 1 for several transfers in one fenced transaction: take each that is still
+    pending and due (the others are skipped: another sender took them), in id order.
+
+    The lease is the request's timeout plus the backoff; ``queued`` more timeouts for an
+    attempt that may wait behind that many requests of this sender before its own goes.
+    """
+    lease = timedelta(seconds=settings.PAYMENT_PROVIDER_TIMEOUT_SECONDS * (1 + queued))
     with transaction.atomic():
         fence_check(SEND_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
-        transfer = Transfer.objects.select_for_update().filter(id=transfer_id).first()
-        if transfer is None or transfer.status != TransferStatus.PENDING:
-            return None
-        if transfer.next_attempt_at is None or transfer.next_attempt_at > now:
-            return None
-        previous = transfer.last_attempt_at
-        transfer.attempts += 1
-        transfer.first_attempt_at = transfer.first_attempt_at or now
-        transfer.last_attempt_at = now
-        lease = timedelta(seconds=settings.PAYMENT_PROVIDER_TIMEOUT_SECONDS)
-        transfer.next_attempt_at = now + lease + transfer_backoff(attempt=transfer.attempts)
-        transfer.save(update_fields=["attempts", "first_attempt_at", "last_attempt_at", "next_attempt_at"])
-        return Attempt(transfer, previous)
+        rows = Transfer.objects.select_for_update().filter(
+            id__in=list(transfer_ids), status=TransferStatus.PENDING, next_attempt_at__lte=now
+        )
+        taken = [Attempt(transfer, transfer.last_attempt_at) for transfer in rows.order_by("id")]
+        # One UPDATE per number of attempts made (the backoff depends on it), not per row.
+        by_attempts: dict[int, list[int]] = {}
+        for attempt in taken:
+            by_attempts.setdefault(attempt.transfer.attempts, []).append(attempt.transfer.id)
+        for made, ids in by_attempts.items():
+            Transfer.objects.filter(id__in=ids).update(
+                attempts=made + 1,
+                first_attempt_at=Coalesce("first_attempt_at", Value(now)),
+                last_attempt_at=now,
+                next_attempt_at=now + lease + transfer_backoff(attempt=made + 1),
+            )
+        for attempt in taken:
+            transfer = attempt.transfer
+            transfer.attempts += 1
+            transfer.first_attempt_at = transfer.first_attempt_at or now
+            transfer.last_attempt_at = now
+            transfer.next_attempt_at = now + lease + transfer_backoff(attempt=transfer.attempts)
+        return taken
 
 
 def transfer_send(
@@ -233,16 +277,8 @@ def transfer_send(
         attempt = transfer_attempt_begin(transfer_id=transfer_id, fence=fence, job_run_id=job_run_id, now=read_clock())
         if attempt is None:
             return SendResult.NOT_DUE
-        transfer = attempt.transfer
-        if _key_may_be_forgotten(transfer, now=transfer.last_attempt_at or read_clock()):
-            return _look_up(attempt=attempt, fence=fence, job_run_id=job_run_id, client=client, read_clock=read_clock)
-        try:
-            found = provider.transfer_create(
-                client=client, params=transfer.request_params(), idempotency_key=transfer.idempotency_key
-            )
-        except stripe.StripeError as error:
-            return _record_error(transfer, error, fence=fence, job_run_id=job_run_id, now=read_clock())
-        return _record_found(transfer, found, fence=fence, job_run_id=job_run_id, now=read_clock())
+        reply = transfer_ask(attempt=attempt, client=client, read_clock=read_clock)
+        return transfers_record(replies=[reply], fence=fence, job_run_id=job_run_id, now=read_clock())[0]
     except StaleFenceError:
         logger.warning(
             "transfer %s: this run lost its fence; its answer is left to the run that replaced it", transfer_id
@@ -250,19 +286,27 @@ def transfer_send(
         return SendResult.STALE
 
 
+def transfer_ask(*, attempt: Attempt, client: stripe.StripeClient, read_clock: Callable[[], datetime]) -> Reply:
+    """Step 2: the provider call for one attempt, and what to record; no database access
+    (the sender's threads run it)."""
+    transfer = attempt.transfer
+    if _key_may_be_forgotten(transfer, now=transfer.last_attempt_at or read_clock()):
+        return _look_up(attempt=attempt, client=client, read_clock=read_clock)
+    try:
+        found = provider.transfer_create(
+            client=client, params=transfer.request_params(), idempotency_key=transfer.idempotency_key
+        )
+    except stripe.StripeError as error:
+        return _reply_to_error(attempt, error)
+    return _reply_to_found(attempt, found)
+
+
 def _key_may_be_forgotten(transfer: Transfer, *, now: datetime) -> bool:
     retention = timedelta(seconds=settings.PAYMENT_PROVIDER_KEY_RETENTION_SECONDS)
     return transfer.first_attempt_at is not None and transfer.first_attempt_at <= now - retention
 
 
-def _look_up(
-    *,
-    attempt: Attempt,
-    fence: int,
-    job_run_id: int | None,
-    client: stripe.StripeClient,
-    read_clock: Callable[[], datetime],
-) -> SendResult:
+def _look_up(*, attempt: Attempt, client: stripe.StripeClient, read_clock: Callable[[], datetime]) -> Reply:
     """Past the key retention a resend could create a second transfer, so ask the
     provider what it holds for the transfer group, and record that:
 
@@ -277,34 +321,25 @@ def _look_up(
     try:
         found = provider.transfers_find(client=client, transfer_group=transfer.transfer_group)
     except stripe.StripeError as error:
-        return _record_error(transfer, error, fence=fence, job_run_id=job_run_id, now=read_clock(), looking_up=True)
-    now = read_clock()
+        return _reply_to_error(attempt, error, looking_up=True)
     if len(found) == 1:
-        return _record_found(transfer, found[0], fence=fence, job_run_id=job_run_id, now=now)
+        return _reply_to_found(attempt, found[0])
     if found:
         ids = ", ".join(item.id for item in found)
-        return _record_stop(
-            transfer, f"lookup found {len(found)} transfers for one payout: {ids}", fence, job_run_id, now
-        )
+        return Reply(attempt, Answer.STOP, f"lookup found {len(found)} transfers for one payout: {ids}")
     quiet = timedelta(seconds=settings.TRANSFERS_LOOKUP_QUIET_SECONDS)
-    if attempt.previous_attempt_at is not None and attempt.previous_attempt_at > now - quiet:
+    if attempt.previous_attempt_at is not None and attempt.previous_attempt_at > read_clock() - quiet:
         note = "lookup past the key retention found no transfer; an attempt is too recent to be sure none is in flight"
-        return _record_pending(transfer, note, fence=fence, job_run_id=job_run_id, now=now)
-    with transaction.atomic():
-        fence_check(SEND_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
-        Transfer.objects.filter(id=transfer.id, status=TransferStatus.PENDING, attempts=transfer.attempts).update(
-            first_attempt_at=None,
-            next_attempt_at=now,
-            last_error="lookup past the key retention found no transfer: sending again with the same key",
-        )
-    return SendResult.RETRYING
+        return Reply(attempt, Answer.PENDING, note)
+    return Reply(
+        attempt, Answer.RESEND, "lookup past the key retention found no transfer: sending again with the same key"
+    )
 
 
-def _record_found(
-    transfer: Transfer, found: ProviderTransfer, *, fence: int, job_run_id: int | None, now: datetime
-) -> SendResult:
+def _reply_to_found(attempt: Attempt, found: ProviderTransfer) -> Reply:
     """The provider holds ``found`` under this transfer's key or group: sent, if it is
     the frozen request; a different amount or destination is stopped and alerted."""
+    transfer = attempt.transfer
     if (found.amount, found.currency, found.destination) != (
         transfer.amount_minor,
         transfer.currency,
@@ -314,55 +349,72 @@ def _record_found(
             f"the provider's {found.id} is {found.amount} {found.currency} to {found.destination!r}; "
             f"the ledger's request is {transfer.amount_minor} {transfer.currency} to {transfer.destination!r}"
         )
-        return _record_stop(transfer, detail, fence, job_run_id, now)
-    with transaction.atomic():
-        fence_check(SEND_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
-        Transfer.objects.filter(id=transfer.id, status=TransferStatus.PENDING).update(
-            status=TransferStatus.SENT, provider_id=found.id, sent_at=now, next_attempt_at=None, last_error=""
-        )
-    return SendResult.SENT
+        return Reply(attempt, Answer.STOP, detail)
+    return Reply(attempt, Answer.SENT, provider_id=found.id)
 
 
-def _record_error(
-    transfer: Transfer,
-    error: stripe.StripeError,
-    *,
-    fence: int,
-    job_run_id: int | None,
-    now: datetime,
-    looking_up: bool = False,
-) -> SendResult:
+def _reply_to_error(attempt: Attempt, error: stripe.StripeError, *, looking_up: bool = False) -> Reply:
     status = error.http_status if error.http_status is not None else "no answer"
     detail = f"{'lookup: ' if looking_up else ''}{type(error).__name__} ({status}): {error.user_message or error}"
     outcome = provider.error_outcome(error)
     if outcome == Outcome.UNKNOWN or looking_up:
-        return _record_pending(transfer, detail, fence=fence, job_run_id=job_run_id, now=now)
-    return _record_stop(transfer, detail, fence, job_run_id, now)
+        return Reply(attempt, Answer.PENDING, detail)
+    return Reply(attempt, Answer.STOP, detail)
 
 
-def _record_pending(
-    transfer: Transfer, detail: str, *, fence: int, job_run_id: int | None, now: datetime
-) -> SendResult:
-    """Outcome unknown: keep it pending; it is due again at the ``next_attempt_at`` its
-    attempt set, and goes with the same key."""
+def transfers_record(
+    *, replies: Sequence[Reply], fence: int, job_run_id: int | None, now: datetime
+) -> list[SendResult]:
+    """Step 3 for one or more attempts, in one transaction guarded by the fence: every
+    answer is recorded, or (StaleFenceError) none is. Each write is conditional on the row
+    still being pending, so a row another sender already recorded is left as it is."""
     with transaction.atomic():
         fence_check(SEND_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
-        Transfer.objects.filter(id=transfer.id, status=TransferStatus.PENDING, attempts=transfer.attempts).update(
-            last_error=detail[:2000]
+        _record_sent([reply for reply in replies if reply.answer == Answer.SENT], now=now)
+        return [_record(reply, job_run_id=job_run_id, now=now) for reply in replies]
+
+
+def _record_sent(replies: Sequence[Reply], *, now: datetime) -> None:
+    """The provider holds each: sent, with its id, if still pending (one round trip for
+    all of them: psycopg pipelines ``executemany``)."""
+    statement = (
+        f"UPDATE {Transfer._meta.db_table} SET status = %s, provider_id = %s, sent_at = %s, "
+        "next_attempt_at = NULL, last_error = '' WHERE id = %s AND status = %s"
+    )
+    rows = [
+        (
+            TransferStatus.SENT.value,
+            reply.provider_id,
+            adapt(now),
+            reply.attempt.transfer.id,
+            TransferStatus.PENDING.value,
         )
+        for reply in replies
+    ]
+    if rows:
+        with connection.cursor() as cursor:
+            cursor.executemany(statement, rows)
+
+
+def _record(reply: Reply, *, job_run_id: int | None, now: datetime) -> SendResult:
+    transfer = reply.attempt.transfer
+    pending = Transfer.objects.filter(id=transfer.id, status=TransferStatus.PENDING)
+    if reply.answer == Answer.SENT:
+        return SendResult.SENT  # recorded by _record_sent
+    if reply.answer == Answer.STOP:
+        # Refused for good: stop (never re-sent, least of all with a new key) and alert.
+        if pending.update(status=TransferStatus.STOPPED, next_attempt_at=None, last_error=reply.detail[:2000]):
+            problem = transfer_problem(transfer=transfer, detail=reply.detail, run_id=job_run_id)
+            problem_alert_now(problem=problem, now=now)
+        return SendResult.STOPPED
+    this_attempt = pending.filter(attempts=transfer.attempts)
+    if reply.answer == Answer.RESEND:
+        this_attempt.update(first_attempt_at=None, next_attempt_at=now, last_error=reply.detail[:2000])
+    else:
+        # Outcome unknown: it stays pending, due again at the next_attempt_at its attempt
+        # set, and goes with the same key.
+        this_attempt.update(last_error=reply.detail[:2000])
     return SendResult.RETRYING
-
-
-def _record_stop(transfer: Transfer, detail: str, fence: int, job_run_id: int | None, now: datetime) -> SendResult:
-    """Refused for good: stop (never re-sent, least of all with a new key) and alert."""
-    with transaction.atomic():
-        fence_check(SEND_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
-        changed = Transfer.objects.filter(id=transfer.id, status=TransferStatus.PENDING).update(
-            status=TransferStatus.STOPPED, next_attempt_at=None, last_error=detail[:2000]
-        )
-        if changed:
-            problem_alert_now(problem=transfer_problem(transfer=transfer, detail=detail, run_id=job_run_id), now=now)
-    return SendResult.STOPPED
 
 
 def transfer_problem(*, transfer: Transfer, detail: str, run_id: int | None = None, stopped: bool = True) -> Problem:
@@ -388,66 +440,121 @@ def transfers_send_due(
     on_batch: Callable[[SendProgress], None] | None = None,
     client: stripe.StripeClient | None = None,
 ) -> SendPassResult:
-    """Send every due pending transfer, ``concurrency`` at a time, ``batch_size`` per pass,
-    each at most once per call. ``on_batch`` hears after each pass (the job heartbeats,
-    which raises if the run was lost). Stops at the first pass in which the fence was
-    found stale: the run that replaced this one owns the sending.
+    """Send every due pending transfer, ``concurrency`` requests at a time, each at most
+    once per call. ``on_batch`` hears after every ``batch_size`` answers recorded, and at
+    the end (the job heartbeats, which raises if the run was lost). Stops taking
+    transfers once the fence is found stale: the run that replaced this one owns the
+    sending, and the answers still in flight are not recorded.
+
+    The steps are those of ``transfer_send``, grouped so that one sender's transfers do
+    not queue behind each other on the fence's row (every fenced transaction updates it):
+    see ``_send_pooled_recording_in_batches``.
     """
     client = client or provider.provider_client()
-    send = functools.partial(transfer_send, fence=fence, job_run_id=job_run_id, client=client, read_clock=read_clock)
     attached = transfers_attach_accounts(now=read_clock())
-    counts: Counter[str] = Counter()
-    seen: set[int] = set()
-    batches = 0
-    while True:
-        ids = [i for i in transfers_due(now=read_clock(), limit=batch_size) if i not in seen]
-        if not ids:
-            break
-        seen.update(ids)
-        results = _each_in_threads(ids, send=send, concurrency=concurrency)
-        counts.update(str(result) for result in results)
-        batches += 1
-        if on_batch is not None:
-            sent, retrying, stopped = (counts[SendResult.SENT], counts[SendResult.RETRYING], counts[SendResult.STOPPED])
-            on_batch(SendProgress(batches, sent, retrying, stopped))
-        if SendResult.STALE in results:
-            break
+    counts = _send_pooled_recording_in_batches(
+        fence=fence,
+        job_run_id=job_run_id,
+        read_clock=read_clock,
+        concurrency=concurrency,
+        batch_size=batch_size,
+        on_batch=on_batch,
+        client=client,
+    )
     return SendPassResult(attached=attached, counts=dict(counts))
 
 
-def _each_in_threads(ids: list[int], *, send: Callable[..., SendResult], concurrency: int) -> list[SendResult]:
-    """``send(transfer_id=...)`` for every id, on ``concurrency`` threads that share the
-    list; re-raise the first error any of them met. Each thread keeps one database
-    connection for the pass and closes it at the end (Django opens one per thread)."""
-    pending = deque(ids)
-    results: list[SendResult] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
+def _send_pooled_recording_in_batches(
+    *,
+    fence: int,
+    job_run_id: int | None,
+    read_clock: Callable[[], datetime],
+    concurrency: int,
+    batch_size: int,
+    on_batch: Callable[[SendProgress], None] | None,
+    client: stripe.StripeClient,
+) -> Counter[str]:
+    """``transfer_send`` for every due transfer, with its three steps grouped:
 
-    def work() -> None:
-        try:
-            while True:
-                with lock:
-                    if not pending or errors:
-                        return
-                    transfer_id = pending.popleft()
-                result = send(transfer_id=transfer_id)
-                with lock:
-                    results.append(result)
-        except BaseException as error:  # handed to the caller's thread below
-            with lock:
-                errors.append(error)
-        finally:
-            connections.close_all()  # this thread's connections only
+    - step 1 for several transfers in one fenced transaction, keeping fewer attempts
+      waiting for a thread than there are threads (so an attempt waits behind at most one
+      request: its lease counts one more timeout; a pool of one thread begins one
+      attempt at a time);
+    - step 2 on a pool of ``concurrency`` threads, each taking the next attempt as soon
+      as its request is answered, with no database connection (``transfer_ask``);
+    - step 3 in this thread: the answers of at least half the threads (or the last
+      ones), and any that came in meanwhile, recorded in one fenced transaction
+      (``transfers_record``); the slower the database, the larger the group.
 
-    threads = [threading.Thread(target=work, name="send-transfers") for _ in range(min(concurrency, len(ids)))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return results
+    Only this thread writes, so the fence's row is never contended by this sender; the
+    guarantees are ``transfer_send``'s: the same key on every attempt, the lease set
+    before the request, and every answer recorded under the fence or not at all.
+    """
+    counts: Counter[str] = Counter()
+    seen: set[int] = set()
+    resent = 0  # due again at once (RESEND): seen, so not taken twice in this call
+    recorded_since_progress = 0
+    batches = 0
+    taking = True
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="send-transfers")
+    in_flight: set[Future[Reply]] = set()
+    try:
+        while True:
+            # Keep up to ``concurrency - 1`` attempts waiting behind the running requests.
+            if taking and len(in_flight) < 2 * concurrency - 1:
+                want = 2 * concurrency - 1 - len(in_flight)
+                ids = [i for i in transfers_due(now=read_clock(), limit=want + resent) if i not in seen][:want]
+                seen.update(ids)
+                if not ids:
+                    taking = False
+                else:
+                    try:
+                        attempts = transfers_attempts_begin(
+                            transfer_ids=ids, fence=fence, job_run_id=job_run_id, now=read_clock(), queued=1
+                        )
+                    except StaleFenceError:
+                        counts[SendResult.STALE] += len(ids)
+                        break
+                    if len(attempts) < len(ids):
+                        counts[SendResult.NOT_DUE] += len(ids) - len(attempts)
+                    in_flight |= {
+                        pool.submit(transfer_ask, attempt=attempt, client=client, read_clock=read_clock)
+                        for attempt in attempts
+                    }
+            if not in_flight:
+                if taking:
+                    continue  # every id taken was taken by another sender: look again
+                break
+            # Half the threads' answers (or the last ones) per record, fewer transactions;
+            # more come in while these are recorded.
+            done: set[Future[Reply]] = set()
+            while in_flight and len(done) < max(1, concurrency // 2):
+                finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+                done |= finished
+            replies = [future.result() for future in done]
+            try:
+                results = transfers_record(replies=replies, fence=fence, job_run_id=job_run_id, now=read_clock())
+            except StaleFenceError:
+                counts[SendResult.STALE] += len(replies) + len(in_flight)
+                break
+            counts.update(str(result) for result in results)
+            resent += sum(1 for reply in replies if reply.answer == Answer.RESEND)
+            recorded_since_progress += len(replies)
+            if on_batch is not None and recorded_since_progress >= batch_size:
+                batches += 1
+                recorded_since_progress = 0
+                on_batch(_progress(batches, counts))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    if on_batch is not None and recorded_since_progress:
+        on_batch(_progress(batches + 1, counts))
+    if SendResult.STALE in counts:
+        logger.warning("this run lost its fence; the answers it did not record are left to the run that replaced it")
+    return counts
+
+
+def _progress(batches: int, counts: Counter[str]) -> SendProgress:
+    return SendProgress(batches, counts[SendResult.SENT], counts[SendResult.RETRYING], counts[SendResult.STOPPED])
 
 
 # --- A person's decision ------------------------------------------------------------------
