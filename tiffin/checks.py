@@ -44,3 +44,19 @@ def check_trusted_proxies_behind_a_proxy(app_configs: Any = None, **kwargs: Any)
             )
         ]
     return []
+
+
+@register(deploy=True)
+def check_payment_provider_configured(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Warn when no payment provider is configured: every payout's transfer is written and
+    waits, and the missed-run check does not count a transfer late while no provider could
+    have taken it (transfers.jobs.transfers_not_sent), so this is where a server says so."""
+    if not settings.PAYMENT_PROVIDER_URL:
+        return [
+            Warning(
+                "PAYMENT_PROVIDER_URL is not set: payouts are written but no transfer is sent.",
+                hint="Set PAYMENT_PROVIDER_URL and PAYMENT_PROVIDER_KEY (docs/transfers.md).",
+                id="tiffin.W002",
+            )
+        ]
+    return []

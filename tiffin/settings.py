@@ -192,9 +192,11 @@ EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 30.0, minimum=0.1)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "statements@localhost")
 
 # --- Statements: the weekly email of each payout (statements/, docs/statements.md) ------
-# Statements always go over SMTP, whatever EMAIL_BACKEND says for alerts: the outbox's
-# promise (at least once, one stable Message-ID) is about a real mail server.
+# Statements go over SMTP, whatever EMAIL_BACKEND says for alerts: the outbox's promise
+# (at least once, one stable Message-ID) is about a real mail server. With the development
+# tools on (below) they are written as files under EMAIL_FILE_PATH unless one is named.
 STATEMENTS_EMAIL_BACKEND = env_str("STATEMENTS_EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(BASE_DIR / "db" / "mail"))
 # The right-hand side of every statement's Message-ID: a domain you own, never changed
 # once statements went out (a receiver drops duplicates by the whole id).
 STATEMENTS_MESSAGE_ID_DOMAIN = env_str("STATEMENTS_MESSAGE_ID_DOMAIN", "statements.tiffin.invalid")
@@ -303,6 +305,9 @@ DEVELOPMENT = env_bool("TIFFIN_DEVELOPMENT", DEBUG)
 SCHEDULING_EXTRA_JOB_MODULES: list[str] = []
 if DEVELOPMENT:
     INSTALLED_APPS.append("simulation.apps.SimulationConfig")
+    # A laptop, the demo and the scenarios have no mail server: statements are written as
+    # files, one per message, under EMAIL_FILE_PATH (db/mail/), unless a backend is named.
+    STATEMENTS_EMAIL_BACKEND = env_str("STATEMENTS_EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
     SCHEDULING_EXTRA_JOB_MODULES = env_list("SCHEDULING_EXTRA_JOB_MODULES", [])
     # The Redis that `simulate --strategy redis-lock` takes its lock on (nothing else uses
     # Redis; redis is in requirements-dev.txt).

@@ -190,9 +190,10 @@ def test_a_transfer_cannot_exist_without_its_payout(paid) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_transfer_still_unsent_after_the_grace_is_a_problem_of_check_runs(paid, settings) -> None:
-    """Without a provider (or a restaurant's account) nothing leaves: after a day each paid
-    week without its transfer is reported, whatever the provider says or cannot say."""
-    settings.PAYMENT_PROVIDER_URL = ""
+    """Without a restaurant's account nothing leaves: after a day each paid week without its
+    transfer is reported, whatever the provider says or cannot say. (The check reads only
+    the outbox: the provider at this address is never called.)"""
+    settings.PAYMENT_PROVIDER_URL = "http://127.0.0.1:9"
     paid(1, connected=False)
     assert transfers_not_sent(CheckWindow.ending(PAID_AT + timedelta(hours=23))) == []
     problems = transfers_not_sent(CheckWindow.ending(PAID_AT + timedelta(hours=25)))
@@ -200,6 +201,16 @@ def test_a_transfer_still_unsent_after_the_grace_is_a_problem_of_check_runs(paid
         f"transfer:{key}" for key in Transfer.objects.values_list("idempotency_key", flat=True)
     )
     assert all("Waiting for the restaurant's provider account" in p.detail for p in problems)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_no_provider_configured_waiting_transfers_are_not_late(paid, settings) -> None:
+    """No provider (a laptop, the demo): nothing could have been sent, so nothing is late;
+    `check --deploy` is where a server without one is warned (tiffin.W002)."""
+    settings.PAYMENT_PROVIDER_URL = ""
+    paid(1, connected=False)
+    assert Transfer.objects.exists()
+    assert transfers_not_sent(CheckWindow.ending(PAID_AT + timedelta(days=3))) == []
 
 
 # --- Sending ----------------------------------------------------------------------------

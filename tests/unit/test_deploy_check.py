@@ -14,6 +14,7 @@ PRODUCTION = {
     "SECRET_KEY": "k3v9-this-is-a-long-random-production-secret-4f8a2c1e9b7d6a5f3e2d1c0b",
     "ALLOWED_HOSTS": "tiffin.example.com",
     "DATABASE_URL": "sqlite:///db/deploy-check.sqlite3",
+    "PAYMENT_PROVIDER_URL": "https://api.stripe.com",
 }
 SUITE_ONLY = {"DJANGO_SETTINGS_MODULE", "TIFFIN_DEVELOPMENT", "SCHEDULING_EXTRA_JOB_MODULES", "REDIS_URL"}
 
@@ -105,3 +106,12 @@ def test_extra_job_modules_without_the_development_tools_stop_the_process():
     assert result.returncode == 1
     assert result.stderr.startswith("configuration error: SCHEDULING_EXTRA_JOB_MODULES is a development setting")
     assert "Traceback" not in result.stderr
+
+
+def test_check_deploy_warns_when_no_payment_provider_is_configured():
+    """Without PAYMENT_PROVIDER_URL every transfer waits and check_runs does not count it
+    late (tiffin.W002 is where a server without a provider is told)."""
+    without = {name: value for name, value in PRODUCTION.items() if name != "PAYMENT_PROVIDER_URL"}
+    result = _manage("check", "--deploy", "--fail-level", "WARNING", **without)
+    assert result.returncode != 0
+    assert "tiffin.W002" in result.stderr and "PAYMENT_PROVIDER_URL" in result.stderr

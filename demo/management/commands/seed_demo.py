@@ -206,7 +206,14 @@ def make_restaurants(rng: random.Random, opts: SeedOptions) -> list[Restaurant]:
         name = names[position] if round_ == 0 else f"{names[position]} {round_ + 1}"
         restaurants.append(
             Restaurant(
-                name=name, timezone=zone, commission_rate=rng.choice(COMMISSION_RATES), onboarded_at=onboarded_at
+                name=name,
+                timezone=zone,
+                commission_rate=rng.choice(COMMISSION_RATES),
+                onboarded_at=onboarded_at,
+                # Connected and reachable, as a restaurant taking payouts is: its transfers
+                # and statements leave instead of waiting for an account or an address.
+                provider_account=f"acct_demo{index + 1}",
+                statement_email=f"kitchen-{index + 1}@demo.tiffin.invalid",
             )
         )
     return restaurants
