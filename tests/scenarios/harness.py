@@ -118,13 +118,16 @@ class ScenarioDatabase:
                 conn.rollback()
             conn.close()
 
-    def wait_blocked_by(self, holder: int, *, timeout: float) -> int:
-        """Wait until a backend waits for a lock ``holder`` holds; return its pid."""
-        query = "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid)) LIMIT 1"
+    def wait_blocked_by(self, holder: int, *, timeout: float, statement_mentions: str = "") -> int:
+        """Wait until a backend waits for a lock ``holder`` holds, running a statement that
+        mentions ``statement_mentions`` (any statement when empty); return its pid."""
+        query = (
+            "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid)) AND strpos(query, %s) > 0 LIMIT 1"
+        )
         found: list[int] = []
 
         def blocked() -> bool:
-            found[:] = [row[0] for row in self.rows(query, [holder])]
+            found[:] = [row[0] for row in self.rows(query, [holder, statement_mentions])]
             return bool(found)
 
         wait_for(blocked, timeout=timeout, interval=0.05, what=f"a backend blocked by {holder}")
@@ -247,8 +250,10 @@ class Scenario:
         with self.db.holding(lock) as holder:
             self.start_workers(clock, 2, q_workers=2)
             self.start_schedulers(clock, 2)
-            backend = self.db.wait_blocked_by(holder, timeout=30)
-            run_id = self.wait_for_run("weekly-payouts", "running", timeout=5, attempt=1)
+            # The payout run's statement, not one of the every-minute senders' (they read the
+            # restaurants too, and may be the first to queue behind the lock).
+            backend = self.db.wait_blocked_by(holder, timeout=30, statement_mentions="payouts_payout")
+            run_id = self.wait_for_run("weekly-payouts", "running", timeout=30, attempt=1)
             fence = self.db.scalar("SELECT fence FROM job_runs WHERE id = %s", [run_id])
             yield PinnedRun(run_id=run_id, fence=fence, backend=backend)
 
