@@ -35,7 +35,6 @@ from scheduling.models import Misfire, Overlap, ProblemKind
 from scheduling.monitoring import CheckWindow, Problem, invariant
 from scheduling.registry import job
 from tiffin import clock
-from transfers.services import transfers_send_soon
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +91,6 @@ def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
         on_batch=on_batch,
         batch_size=settings.PAYOUT_BATCH_SIZE,
     )
-    # The transfers this run wrote leave now, not at the next minute's tick.
-    transfers_send_soon(now=clock.now())
     if result.unpaid:
         _unpaid_fail(ctx, result=result, now=now)
     payout_pass_check_complete(restaurant_ids=restaurant_ids, as_of=ctx.scheduled_for, written=result.written)

@@ -38,7 +38,7 @@ from transfers.errors import InexactAmountError
 from transfers.jobs import transfers_not_sent, transfers_reconciled
 from transfers.models import RECONCILE_TRANSFERS_JOB, SEND_TRANSFERS_JOB, Transfer, TransferStatus
 from transfers.reconciliation import transfers_reconcile
-from transfers.services import SendResult, transfer_retry, transfer_send, transfers_send_due
+from transfers.services import SendResult, transfer_retry, transfer_send, transfers_send_due, transfers_send_soon
 
 pytestmark = [pytest.mark.postgres, pytest.mark.scenario, pytest.mark.timeout(180)]
 
@@ -219,7 +219,8 @@ def test_with_no_provider_configured_waiting_transfers_are_not_late(paid, settin
 @pytest.mark.django_db(transaction=True)
 def test_the_send_transfers_run_the_payout_run_enqueued_sends_them_all(sandbox, paid) -> None:
     paid(3)
-    # The payout run claimed and enqueued this minute's send-transfers tick.
+    # A send-transfers run at this minute (transfers_send_soon; the cron tick does the same).
+    transfers_send_soon(now=PAID_AT)
     [run] = JobRun.objects.filter(job_name=SEND_TRANSFERS_JOB)
     assert run.scheduled_for == PAID_AT.replace(second=0)
     with time_machine.travel(PAID_AT + timedelta(seconds=10), tick=False):
