@@ -24,6 +24,7 @@ When the binaries are missing the scenario skips with the reason, except under
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
@@ -186,7 +187,9 @@ class ThrowawayCluster:
         """Fast shutdown (SIGINT to the postmaster); the group is SIGKILLed if it lingers."""
         if self.process is None:
             return
+        children = _children(self.process.pid)
         stop_group(self.process, grace=grace, sig=signal.SIGINT, leader_only=True)
+        _kill_survivors(children)
         self.process = None
 
     def stop_immediate(self) -> None:
@@ -195,7 +198,9 @@ class ThrowawayCluster:
         if it lingers (a stopped WAL sender cannot act on SIGQUIT)."""
         if self.process is None:
             return
+        children = _children(self.process.pid)
         stop_group(self.process, grace=10, sig=signal.SIGQUIT, leader_only=True)
+        _kill_survivors(children)
         self.process = None
 
     def basebackup_from(self, primary: ThrowawayCluster) -> None:
@@ -292,3 +297,25 @@ def replicated_pair() -> Iterator[tuple[ThrowawayCluster, ThrowawayCluster]]:
         for cluster in (primary, standby):
             cluster.stop()
             shutil.rmtree(cluster.directory, ignore_errors=True)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` forked. A postmaster's children each call setsid(), so the
+    SIGKILL to its process group misses them: a WAL sender a scenario SIGSTOPped outlived
+    its crashed primary (and held its checkpointer) until they were killed by pid."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def _kill_survivors(pids: list[int]) -> None:
+    """SIGKILL each of ``pids`` still running as a postgres backend once its postmaster is
+    gone (a stopped process takes SIGKILL too); a pid reused since by anything else is left."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"postgres"):
+                os.kill(pid, signal.SIGKILL)
