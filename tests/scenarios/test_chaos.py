@@ -58,7 +58,7 @@ def _chaos_run(scenario: Scenario, tmp_path: Path, seed: int, *extra: str) -> di
         "simulate", "--start", START.isoformat(), "--duration", "60m", "--servers", "3", "--speed", str(SPEED),
         "--chaos", str(seed), "--json", "--log-dir", str(tmp_path), *extra,
     )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 0, _failure(done.stdout, done.stderr)
     report: dict[str, Any] = json.loads(done.stdout)
     assert report["ok"] is True and report["problems"] == []
     assert report["duplicate_claims"] == 0 and report["duplicate_charges"] == 0 and report["payouts"]["duplicates"] == 0
@@ -81,3 +81,12 @@ def _chaos_run(scenario: Scenario, tmp_path: Path, seed: int, *extra: str) -> di
     assert db.scalar("SELECT count(*) FROM job_runs WHERE status IN ('dead', 'running', 'enqueued')") == 0
     assert db.scalar("SELECT count(DISTINCT job_run_id) FROM payouts_payout") == 1, "one attempt wrote the payouts"
     return report
+
+
+def _failure(stdout: str, stderr: str) -> str:
+    """What broke first (the report's problems), then the ends of both streams."""
+    try:
+        problems = json.loads(stdout).get("problems")
+    except ValueError:
+        problems = "(no JSON report)"
+    return f"problems: {problems}\n{stderr[-3000:]}\n{stdout[-1500:]}"

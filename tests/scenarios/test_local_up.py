@@ -71,7 +71,11 @@ def test_make_up_logs_a_404_once_and_ctrl_c_stops_both_promptly(tmp_path: Path) 
 
         asked = time.monotonic()
         os.killpg(up.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
-        up.wait(timeout=120)
+        try:
+            up.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            logs = {name: (tmp_path / "logs" / name).read_text()[-2000:] for name in ("worker.log", "web.log")}
+            pytest.fail(f"make up still runs 120 s after Ctrl-C: {logs}")
         wait_for(lambda: not _alive(started), timeout=120, what="every process make up started to end")
         took = time.monotonic() - asked
     finally:

@@ -74,16 +74,28 @@ class Command(TiffinCommand):
         from django_q.cluster import Cluster
 
         stop = threading.Event()
-        cluster = cluster_start(Cluster)
-        if settings.METRICS_ENABLED and settings.METRICS_WORKER_PORT:
-            metrics_serve(host=settings.METRICS_WORKER_HOST, port=settings.METRICS_WORKER_PORT)
 
         def request_stop(signum: int, frame: FrameType | None) -> None:
             stop.set()
 
-        signal.signal(signal.SIGTERM, request_stop)
-        signal.signal(signal.SIGINT, request_stop)
+        def keep_stop_signals() -> None:
+            signal.signal(signal.SIGTERM, request_stop)
+            signal.signal(signal.SIGINT, request_stop)
+
+        def make() -> Cluster:
+            # django-q2's Cluster takes SIGTERM and SIGINT for itself when it is made. A
+            # signal while it started then stopped it and was spent there, and this process
+            # went on to run the scheduler loop with no cluster under it. The signals stay
+            # this process's: a stop asked at any moment is seen below, and stops both.
+            cluster = Cluster()
+            keep_stop_signals()
+            return cluster
+
+        keep_stop_signals()
+        cluster = cluster_start(make)
         try:
+            if settings.METRICS_ENABLED and settings.METRICS_WORKER_PORT:
+                metrics_serve(host=settings.METRICS_WORKER_HOST, port=settings.METRICS_WORKER_PORT)
             if options["no_scheduler"]:
                 while not stop.wait(1.0):
                     pass
