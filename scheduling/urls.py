@@ -4,6 +4,5 @@ from scheduling import views
 
 urlpatterns: list[URLPattern] = [
     path("healthz", views.healthz, name="healthz"),
-    path("cron/", views.cron_explainer_public, name="cron_explainer"),
     path("metrics", views.metrics, name="metrics"),
 ]

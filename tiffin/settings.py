@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "payouts.apps.PayoutsConfig",
     "statements.apps.StatementsConfig",
     "transfers.apps.TransfersConfig",
+    "explainer.apps.ExplainerConfig",
     # The demo's commands (seed_demo, demo_summary; no tables). ``simulate`` is a
     # development tool: DEVELOPMENT below installs it.
     "demo.apps.DemoConfig",

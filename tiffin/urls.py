@@ -4,4 +4,5 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("scheduling.urls")),
+    path("", include("explainer.urls")),
 ]

@@ -11,7 +11,7 @@ import time_machine
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from scheduling.management.commands.explain_cron import Command
+from explainer.management.commands.explain_cron import Command
 
 
 def run(*args: str) -> str:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from explainer.explain import Explanation, cron_explain
 from scheduling import cron
-from scheduling.explain import Explanation, cron_explain
 from tests.unit.test_cron_property import ZONES, expressions
 
 AFTER = datetime(2027, 1, 1, tzinfo=UTC)

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("orders", "carts", "payouts", "scheduling", "simulation", "demo")
+APPS = ("orders", "carts", "payouts", "scheduling", "explainer", "simulation", "demo")
 BUSINESS_APPS = ("orders", "carts", "payouts", "simulation", "demo")
 
 
@@ -64,7 +64,16 @@ def test_the_project_core_imports_no_app():
 
 
 def test_the_engine_imports_no_business_app():
-    assert violations(package_sources("scheduling"), forbidden=BUSINESS_APPS) == []
+    assert violations(package_sources("scheduling"), forbidden=(*BUSINESS_APPS, "explainer")) == []
+
+
+def test_the_explainer_reads_no_data_and_takes_only_the_cron_evaluation_from_the_engine():
+    modules = package_sources("explainer")
+    assert "explainer.views" in modules
+    # ``from scheduling import cron`` reads as both "scheduling" and "scheduling.cron".
+    engine = [name for name in violations(modules, forbidden=("scheduling",)) if name.split(": ")[1] != "scheduling"]
+    assert engine and all(name.endswith(": scheduling.cron") for name in engine), engine
+    assert violations(modules, forbidden=(*BUSINESS_APPS, "django.db")) == []
 
 
 # Modules that only read, besides each app's selectors: the dashboard's timelines and the
@@ -113,7 +122,7 @@ def test_only_tests_simulation_and_bench_import_the_provider_sandbox():
 
 # simulation is a development app (installed only with TIFFIN_DEVELOPMENT, tiffin/settings.py):
 # the product never imports it, so a server without it runs everything it ships.
-PRODUCT = ("tiffin", "orders", "carts", "payouts", "statements", "transfers", "scheduling", "demo")
+PRODUCT = ("tiffin", "orders", "carts", "payouts", "statements", "transfers", "scheduling", "explainer", "demo")
 
 
 def test_the_product_imports_no_simulation():

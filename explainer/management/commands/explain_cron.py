@@ -5,8 +5,8 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
+from explainer.explain import MAX_COUNT, Explanation, cron_explain
 from scheduling import cron
-from scheduling.explain import MAX_COUNT, Explanation, cron_explain
 from tiffin import clock
 from tiffin.cli import JsonCommand, parse_instant
 
