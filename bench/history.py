@@ -284,8 +284,8 @@ def paths() -> dict[str, Callable[[], Any]]:
     from django.contrib.auth import get_user_model
     from django.test import Client
 
+    from operations.monitoring import runs_check
     from scheduling.dispatch import tick_pass
-    from scheduling.monitoring import runs_check
 
     client = Client()
     client.force_login(get_user_model().objects.get(username="bench"))
@@ -439,7 +439,7 @@ def prune_measure(url: str, *, seconds: float, quiet: float) -> tuple[list[Row],
     from django.conf import settings
     from django.test.utils import override_settings
 
-    from scheduling.retention import history_prune
+    from operations.retention import history_prune
 
     ctx = multiprocessing.get_context("spawn")
     stop, (receive, send) = ctx.Event(), ctx.Pipe(duplex=False)
@@ -467,7 +467,7 @@ def prune_measure(url: str, *, seconds: float, quiet: float) -> tuple[list[Row],
 def _prunable_count(url: str) -> dict[str, int]:
     """The runs and events the measurement's retention allows to prune as of NOW (an
     upper bound: it ignores the cursor row and the payouts' runs, a few hundred)."""
-    from scheduling.retention import claim_guard_horizon
+    from scheduling.policies import claim_guard_horizon
 
     where = (
         "status IN ('succeeded', 'skipped', 'superseded', 'dead') AND finished_at < "

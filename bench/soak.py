@@ -250,9 +250,9 @@ class Soak:
         ]
 
     def _check_claims(self, end: datetime) -> list[str]:
+        from operations.monitoring import runs_check
         from scheduling import cron
         from scheduling.models import ProblemKind
-        from scheduling.monitoring import runs_check
         from scheduling.registry import registry
 
         problems = [f"claimed {n} times: {key}" for key, n in self.claims.items() if n > 1][:20]

@@ -13,6 +13,8 @@ from typing import Any, NoReturn
 
 from django.conf import settings
 
+from operations.alerts import problems_deliver
+from operations.monitoring import CheckWindow, Problem, invariant
 from payouts.errors import RestaurantsUnpaidError
 from payouts.models import PAYOUT_JOB
 from payouts.selectors import (
@@ -29,10 +31,8 @@ from payouts.services import (
     payout_subject_parse,
     payouts_pay_due,
 )
-from scheduling.alerts import problems_deliver
 from scheduling.context import RunContext
 from scheduling.models import Misfire, Overlap, ProblemKind
-from scheduling.monitoring import CheckWindow, Problem, invariant
 from scheduling.registry import job
 from tiffin import clock
 

@@ -11,7 +11,7 @@ class SchedulingConfig(AppConfig):
         from django.conf import settings
         from django.utils.module_loading import autodiscover_modules
 
-        from scheduling import checks, lockouts  # noqa: F401  (registers the system checks, the lockout alert)
+        from scheduling import checks  # noqa: F401  (registers the system checks)
         from scheduling.metrics import metrics_process_setup, metrics_series_declare
         from scheduling.registry import registry
 

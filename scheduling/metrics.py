@@ -2,8 +2,8 @@
 
 The engine calls the small ``*_count`` / ``*_observe`` functions below at the points
 where a claim, a start, a finish or a fence rejection happens; everything about
-Prometheus stays in this module and ``scheduling.metrics_db`` (the figures read from
-the database at scrape time).
+Prometheus stays in this module and ``operations.metrics`` (the figures read from
+the database at scrape time, and the scrape itself).
 
 Counts that describe a database change are added when its transaction commits
 (``transaction.on_commit``), so a rolled-back claim or start is never counted and the
@@ -26,7 +26,6 @@ process's own.
 from __future__ import annotations
 
 import fcntl
-import hmac
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -37,10 +36,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from django.conf import settings
 from django.db import transaction
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, values
-from prometheus_client.multiprocess import MultiProcessCollector
-
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+from prometheus_client import CollectorRegistry, Counter, Histogram, values
 
 # From a 5-minute safety net (milliseconds late) to a weekly payout caught up after a
 # long outage (days late); the top buckets are the misfire look-back's scale.
@@ -245,29 +241,3 @@ def metrics_serve(*, host: str, port: int) -> threading.Thread:
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # a scrape every few seconds is not news
         pass
-
-
-# --- The scrape --------------------------------------------------------------------------
-
-
-def token_accepted(authorization: str) -> bool:
-    """Whether the request's Authorization header satisfies METRICS_BEARER_TOKEN (any
-    header does when no token is set)."""
-    token: str = settings.METRICS_BEARER_TOKEN
-    if not token:
-        return True
-    scheme, _, given = authorization.partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
-
-
-def metrics_render(*, now: datetime) -> bytes:
-    """The exposition: the database's figures as of ``now`` and the processes' counts."""
-    from scheduling.metrics_db import DatabaseCollector
-
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(DatabaseCollector(now=now))
-    directory = metrics_directory()
-    if directory is not None:
-        MultiProcessCollector(registry, path=str(directory))  # type: ignore[no-untyped-call]
-        return generate_latest(registry)
-    return generate_latest(registry) + generate_latest(PROCESS_REGISTRY)

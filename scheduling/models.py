@@ -207,7 +207,7 @@ class JobRun(models.Model):
                 name="job_run_by_hand",
                 condition=Q(trigger__in=["manual", "backfill"]),
             ),
-            # /metrics (scheduling.metrics_db): a job's newest finish of one outcome (its last
+            # /metrics (operations.metrics): a job's newest finish of one outcome (its last
             # success, its last run), WHERE job_name = ? AND status = ? ORDER BY finished_at DESC LIMIT 1.
             models.Index(
                 fields=["job_name", "status", "finished_at"],
@@ -336,7 +336,7 @@ class SchedulerNode(models.Model):
 
 
 class ProblemKind(models.TextChoices):
-    """What the missed-run check can find wrong with a logical run (see scheduling.monitoring)."""
+    """What the missed-run check can find wrong with a logical run (see operations.monitoring)."""
 
     NEVER_CLAIMED = "never_claimed", "Never claimed"
     NOT_STARTED = "not_started", "Claimed but never started"

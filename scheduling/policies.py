@@ -10,6 +10,8 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Protocol, TypeVar
 
+from django.conf import settings
+
 from scheduling.models import Misfire, Overlap, RunStatus, SkipReason
 from scheduling.registry import Job
 
@@ -88,3 +90,21 @@ def overlap_decide(*, policy: str, blockers: Sequence[object]) -> OverlapDecisio
     if not blockers:
         return OverlapDecision.START
     return OverlapDecision.WAIT if policy == Overlap.QUEUE else OverlapDecision.SKIP
+
+
+# Beyond the look-back and the check's window: a scheduler whose pass started long ago (a
+# paused process, a slow clock) still looks back from its own, earlier ``now``.
+GUARD_MARGIN = timedelta(days=1)
+
+
+def claim_guard_horizon(*, now: datetime) -> datetime:
+    """The earliest logical time whose claim is guaranteed to be remembered at ``now``.
+
+    The scheduler never claims a tick older than its look-back, and the missed-run check
+    never judges one older than its window; past both and a margin, a cron job's claim
+    rows may be pruned. Manual claims, backfills and re-runs refuse instants before it
+    (there "not claimed" no longer proves "never ran"), and the pruner keeps everything
+    of a cron job after it.
+    """
+    window = max(settings.SCHEDULER_LOOKBACK_SECONDS, settings.SCHEDULER_CHECK_WINDOW_SECONDS)
+    return now - timedelta(seconds=window) - GUARD_MARGIN

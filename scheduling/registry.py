@@ -77,7 +77,7 @@ class Job:
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
     heartbeat: bool = False
     batch_size: int = 1
-    # Days a finished run is kept (scheduling.retention); None keeps every run forever
+    # Days a finished run is kept (operations.retention); None keeps every run forever
     # (a payout run is the ledger's provenance).
     retention_days: Retention = SETTING_RETENTION
     # Why a backfill of this job is refused (empty: backfills are allowed); the message

@@ -16,10 +16,9 @@ from scheduling.dispatch import runs_claim, runs_claim_with_subject
 from scheduling.events import runs_record
 from scheduling.execution import runs_blocking, runs_call_handler, runs_running, runs_start
 from scheduling.models import JobRun, Overlap, RunStatus, Schedule, Trigger
-from scheduling.policies import PlannedTick
+from scheduling.policies import PlannedTick, claim_guard_horizon
 from scheduling.queue import enqueue_runs
 from scheduling.registry import Job, registry
-from scheduling.retention import claim_guard_horizon
 from scheduling.schedules import schedules_ensure
 from scheduling.selectors import RunState
 
@@ -146,7 +145,7 @@ def guard_horizon_check(*, job: Job, scheduled_for: datetime, now: datetime) -> 
     1. before EARLIEST_LOGICAL_TIME, for every job;
     2. before the job's own ``earliest`` (the payout job: the first restaurant's
        onboarding; before it there is nothing to pay, and a run there only waits in line);
-    3. before the claim guard horizon (scheduling.retention) for a job whose runs are
+    3. before the claim guard horizon (scheduling.policies) for a job whose runs are
        pruned: the claims of that time may be gone, so "not claimed" no longer proves
        "never ran". A job that keeps every run is not bounded by it.
     """

@@ -570,13 +570,13 @@ def _first_due_query(due_jobs: str) -> str:
     )
 
 
-# --- Retention (scheduling.retention) ------------------------------------------------------
+# --- Retention (operations.retention) ------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class PruneRule:
     """Which runs a prune may delete: finished ones, past their retention, and outside
-    the claim guard horizon (see scheduling.retention for why each condition holds)."""
+    the claim guard horizon (see operations.retention for why each condition holds)."""
 
     finished_before: datetime  # succeeded, skipped, superseded: finished before this
     dead_before: datetime  # dead: finished before this

@@ -9,8 +9,9 @@ from datetime import datetime
 from django.db import transaction
 from django_q.models import OrmQ
 
+from operations.alerts import alerts_resolve
+from operations.monitoring import runs_check
 from payouts.models import Payout
-from scheduling.alerts import alerts_resolve
 from scheduling.context import RunContext
 from scheduling.events import events_write
 from scheduling.execution import worker_name
@@ -27,7 +28,6 @@ from scheduling.models import (
     SchedulerNode,
     SkipReason,
 )
-from scheduling.monitoring import runs_check
 from simulation.models import ProbeCharge, StrategyRun
 
 # The jobs simulation.probe_jobs adds while `simulate` runs; no other code declares them.

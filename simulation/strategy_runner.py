@@ -36,9 +36,9 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from operations.monitoring import runs_check
 from scheduling import cron
 from scheduling.models import JobRun, RunStatus
-from scheduling.monitoring import runs_check
 from scheduling.schedules import schedules_register
 from simulation import pooler
 from simulation.models import StrategyRun

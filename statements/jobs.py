@@ -13,9 +13,9 @@ from datetime import timedelta
 
 from django.conf import settings
 
+from operations.monitoring import CheckWindow, Problem, invariant
 from scheduling.context import RunContext
 from scheduling.models import Misfire, Overlap, ProblemKind
-from scheduling.monitoring import CheckWindow, Problem, invariant
 from scheduling.registry import job
 from statements.models import SEND_STATEMENTS_JOB, StatementStatus
 from statements.selectors import statements_unsent_since

@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "axes",
     "tiffin.apps.TiffinConfig",
     "scheduling.apps.SchedulingConfig",
+    "operations.apps.OperationsConfig",
     "orders.apps.OrdersConfig",
     "carts.apps.CartsConfig",
     "payouts.apps.PayoutsConfig",
@@ -61,7 +62,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # First: /healthz answers probes before host validation and the HTTPS redirect.
-    "scheduling.middleware.HealthzMiddleware",
+    "operations.middleware.HealthzMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -163,7 +164,7 @@ CRON_EXPLAINER_REQUESTS_PER_MINUTE = env_int("CRON_EXPLAINER_REQUESTS_PER_MINUTE
 # --- Admin login lockout (django-axes; docs/configuration.md) ----------------------------
 # After LOGIN_FAILURE_LIMIT failed logins counted against one client address or one
 # username, logins from that address or for that username are refused for
-# LOGIN_LOCKOUT_SECONDS after the last counted failure (scheduling.lockouts alerts once).
+# LOGIN_LOCKOUT_SECONDS after the last counted failure (operations.lockouts alerts once).
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(seconds=env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1))
 AXES_LOCKOUT_PARAMETERS = env_lockout_parameters("LOGIN_LOCKOUT_BY", ["ip_address", "username"])
@@ -320,7 +321,7 @@ elif env_list("SCHEDULING_EXTRA_JOB_MODULES", []):
         "or DEBUG=1 to use it, or unset it on a server"
     )
 
-# --- History and retention (scheduling.retention, the hourly prune-history job) ----------
+# --- History and retention (operations.retention, the hourly prune-history job) ----------
 # Finished runs (succeeded, skipped, superseded) and their events are kept this many days
 # (a job may say otherwise: @job(retention_days=...)); dead runs the longer DEAD period.
 SCHEDULER_RUN_RETENTION_DAYS = env_int("SCHEDULER_RUN_RETENTION_DAYS", 14, minimum=1)
@@ -335,7 +336,7 @@ SCHEDULER_PRUNE_BATCH_SIZE = env_int("SCHEDULER_PRUNE_BATCH_SIZE", 500, minimum=
 # out claims and order placements on a small machine (bench.history measures both).
 SCHEDULER_PRUNE_PAUSE_SECONDS = env_float("SCHEDULER_PRUNE_PAUSE_SECONDS", 0.1, minimum=0.0)
 
-# --- Monitoring (scheduling.monitoring, scheduling.alerts, scheduling.pings) -------------
+# --- Monitoring (operations.monitoring, operations.alerts, scheduling.pings) -------------
 # The missed-run check judges the ticks of the last WINDOW seconds, except the newest
 # GRACE seconds (a tick that young may simply not have been claimed or started yet).
 SCHEDULER_CHECK_WINDOW_SECONDS = env_int("SCHEDULER_CHECK_WINDOW_SECONDS", 24 * 3600, minimum=60)

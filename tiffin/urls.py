@@ -3,6 +3,6 @@ from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("", include("scheduling.urls")),
+    path("", include("operations.urls")),
     path("", include("explainer.urls")),
 ]

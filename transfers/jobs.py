@@ -14,9 +14,9 @@ from typing import Any
 
 from django.conf import settings
 
+from operations.monitoring import CheckWindow, Problem, invariant
 from scheduling.context import RunContext
 from scheduling.models import Misfire, Overlap, ProblemKind
-from scheduling.monitoring import CheckWindow, Problem, invariant
 from scheduling.registry import job
 from tiffin import clock
 from transfers.models import RECONCILE_TRANSFERS_JOB, SEND_TRANSFERS_JOB, Transfer

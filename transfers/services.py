@@ -32,11 +32,11 @@ from django.db import connection, transaction
 from django.db.models import Value
 from django.db.models.functions import Coalesce
 
+from operations.alerts import problem_alert_now
+from operations.monitoring import Problem
 from payouts.models import Payout
-from scheduling.alerts import problem_alert_now
 from scheduling.fencing import StaleFenceError, fence_check
 from scheduling.models import JobRun, ProblemKind
-from scheduling.monitoring import Problem
 from scheduling.registry import registry
 from scheduling.services import SchedulingError, job_latest_tick, run_claim_manual
 from tiffin.db import adapt

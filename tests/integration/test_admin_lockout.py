@@ -53,7 +53,7 @@ def _logged_in(response) -> bool:
 
 
 def _lockout_lines(caplog) -> list[dict[str, object]]:
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "scheduling.alerts"]
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "operations.alerts"]
     return [line for line in lines if line.get("event") == "login_lockout"]
 
 

@@ -14,10 +14,10 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
+from operations.timeline import MISSED, PENDING, job_timeline, timeline_fitted_start
 from scheduling.models import JobRun, JobRunEvent, RunStatus, Schedule, SkipReason, Trigger
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
-from scheduling.timeline import MISSED, PENDING, job_timeline, timeline_fitted_start
 from tests.engine import T0, make_job, queued_tasks
 
 pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore:No directory at:UserWarning")]

@@ -12,10 +12,10 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
+from operations.timeline import job_timeline, timeline_draw, timeline_fitted_start
 from scheduling.models import JobRun, RunStatus, Schedule, Trigger
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
-from scheduling.timeline import job_timeline, timeline_draw, timeline_fitted_start
 from tests.engine import T0, make_job
 
 pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore:No directory at:UserWarning")]

@@ -70,7 +70,7 @@ def test_it_is_503_when_no_scheduler_ever_ran():
 
 def test_it_is_503_when_the_database_is_unreachable():
     refused = OperationalError('connection to server at "10.0.0.5", port 5432 failed: Connection refused')
-    with mock.patch("scheduling.views.scheduler_last_pass_at", side_effect=refused):
+    with mock.patch("operations.views.scheduler_last_pass_at", side_effect=refused):
         response = _get()
     assert response.status_code == 503
     assert response.json()["database"] == "unreachable"

@@ -18,6 +18,8 @@ from django.db import connection, transaction
 from django_q.models import OrmQ, Task
 from django_q.signing import SignedPackage
 
+from operations.monitoring import runs_check
+from operations.retention import HistoryPrune, history_prune
 from payouts.models import Payout
 from scheduling import services
 from scheduling.checks import job_problems
@@ -33,10 +35,9 @@ from scheduling.models import (
     SkipReason,
     Trigger,
 )
-from scheduling.monitoring import runs_check
+from scheduling.policies import claim_guard_horizon
 from scheduling.queue import EXECUTE_TASK
 from scheduling.registry import registry
-from scheduling.retention import HistoryPrune, claim_guard_horizon, history_prune
 from scheduling.schedules import schedules_register
 from tests.engine import T0, make_job
 

@@ -13,9 +13,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from prometheus_client.parser import text_string_to_metric_families
 
+from operations.metrics import schedule_interval_seconds
 from scheduling import services
 from scheduling.execution import runs_execute
-from scheduling.metrics_db import schedule_interval_seconds
 from scheduling.models import JobRun, RunStatus
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register

@@ -16,12 +16,12 @@ import pytest
 import time_machine
 from django.test import override_settings
 
+from operations.alerts import alerts_open_count, problems_alert
+from operations.jobs import check_missed_runs
+from operations.monitoring import runs_check
 from scheduling import services
-from scheduling.alerts import alerts_open_count, problems_alert
 from scheduling.execution import runs_execute
-from scheduling.jobs import check_missed_runs
 from scheduling.models import FenceCounter, JobRun, Misfire, ProblemKind, RunAlert, RunStatus, Trigger
-from scheduling.monitoring import runs_check
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
 from tests.engine import T0, drain_queue, make_job
@@ -147,7 +147,7 @@ def test_a_problem_is_alerted_once_across_hourly_checks(one_dead_run, http_serve
         ("dead", "hourly-report", "2027-03-01T05:00:00+00:00")
     ]
     assert payload["text"].startswith("1 new scheduling problem")
-    logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "scheduling.alerts"]
+    logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "operations.alerts"]
     assert [(line["event"], line["kind"]) for line in logged] == [("run_problem", "dead")]
     assert RunAlert.objects.count() == 1
 
@@ -308,7 +308,7 @@ def test_problems_alike_are_one_log_line_and_one_mail_line_with_their_count_and_
         schedules_register(now=NOW - timedelta(days=2))
         with caplog.at_level("ERROR"):
             problems_alert(problems=runs_check(now=NOW), now=NOW)  # 23 hourly ticks never claimed
-    logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "scheduling.alerts"]
+    logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "operations.alerts"]
     assert logged == [
         {
             "event": "run_problems",

@@ -12,8 +12,8 @@ import time_machine
 from django.core.management import call_command, execute_from_command_line
 from django.core.management.base import CommandError
 
+from operations.monitoring import runs_check
 from scheduling.models import JobRun, ProblemKind, RunStatus, SkipReason, Trigger
-from scheduling.monitoring import runs_check
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
 from tests.engine import T0, make_job

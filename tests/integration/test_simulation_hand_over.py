@@ -12,10 +12,10 @@ import pytest
 import time_machine
 from django.core.management import call_command
 
-from scheduling.alerts import alerts_open_count, problems_alert
+from operations.alerts import alerts_open_count, problems_alert
+from operations.monitoring import runs_check
 from scheduling.dispatch import tick_pass
 from scheduling.models import JobRun, ProblemKind, RunAlert, RunStatus, Schedule, SchedulerNode, Trigger
-from scheduling.monitoring import runs_check
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
 from scheduling.selectors import schedule_next_fire

@@ -23,13 +23,13 @@ from django.core import mail
 from django.db import IntegrityError
 from django.urls import reverse
 
+from operations.monitoring import CheckWindow
 from orders.models import OrderStatus, Restaurant
 from payouts.models import Payout
 from payouts.services import payouts_pay_due
 from scheduling.execution import runs_execute
 from scheduling.fencing import StaleFenceError
 from scheduling.models import RunStatus
-from scheduling.monitoring import CheckWindow
 from scheduling.services import run_claim_manual
 from statements.jobs import statements_sent
 from statements.models import SEND_STATEMENTS_JOB, Statement, StatementStatus, statement_message_id

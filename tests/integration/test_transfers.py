@@ -23,11 +23,11 @@ import stripe
 import time_machine
 from django.db import IntegrityError, connections, transaction
 
+from operations.monitoring import CheckWindow
 from orders.models import OrderStatus, Restaurant
 from payouts.models import Payout
 from payouts.services import payouts_pay_due
 from scheduling.models import JobRun, RunAlert, RunStatus
-from scheduling.monitoring import CheckWindow
 from scheduling.services import run_execute_here
 from simulation.provider_process import RunningSandbox, running_sandbox
 from tests.engine import drain_queue, pay

@@ -121,7 +121,7 @@ def _failovers(server: PostgresServer, now: datetime) -> list[dict[str, Any]]:
 
 
 METRICS = (
-    "import json; from datetime import datetime, UTC; from scheduling.metrics_db import DatabaseCollector\n"
+    "import json; from datetime import datetime, UTC; from operations.metrics import DatabaseCollector\n"
     "families = DatabaseCollector(now=datetime.now(UTC)).collect()\n"
     "print(json.dumps({f.name: f.samples[0].value for f in families if f.name.startswith(('tiffin_fence', "
     "'tiffin_runs_running'))}))"

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("orders", "carts", "payouts", "scheduling", "explainer", "simulation", "demo")
+APPS = ("orders", "carts", "payouts", "scheduling", "operations", "explainer", "simulation", "demo")
 BUSINESS_APPS = ("orders", "carts", "payouts", "simulation", "demo")
 
 
@@ -67,6 +67,13 @@ def test_the_engine_imports_no_business_app():
     assert violations(package_sources("scheduling"), forbidden=(*BUSINESS_APPS, "explainer")) == []
 
 
+def test_the_engine_imports_nothing_of_its_operations():
+    """Operations (admin, /metrics, the check, alerts, the prune) sit beside the engine and use
+    it; the engine never reaches back."""
+    assert "operations.monitoring" in package_sources("operations")
+    assert violations(package_sources("scheduling"), forbidden=("operations",)) == []
+
+
 def test_the_explainer_reads_no_data_and_takes_only_the_cron_evaluation_from_the_engine():
     modules = package_sources("explainer")
     assert "explainer.views" in modules
@@ -78,7 +85,7 @@ def test_the_explainer_reads_no_data_and_takes_only_the_cron_evaluation_from_the
 
 # Modules that only read, besides each app's selectors: the dashboard's timelines and the
 # figures /metrics reads from the database at scrape time.
-READ_MODULES = ("scheduling/timeline.py", "scheduling/metrics_db.py")
+READ_MODULES = ("operations/timeline.py", "operations/metrics.py")
 
 
 def test_reads_never_import_writes():
@@ -122,7 +129,9 @@ def test_only_tests_simulation_and_bench_import_the_provider_sandbox():
 
 # simulation is a development app (installed only with TIFFIN_DEVELOPMENT, tiffin/settings.py):
 # the product never imports it, so a server without it runs everything it ships.
-PRODUCT = ("tiffin", "orders", "carts", "payouts", "statements", "transfers", "scheduling", "explainer", "demo")
+PRODUCT = (
+    "tiffin", "orders", "carts", "payouts", "statements", "transfers", "scheduling", "operations", "explainer", "demo",
+)  # fmt: skip
 
 
 def test_the_product_imports_no_simulation():

@@ -1,6 +1,6 @@
 from django.urls import URLPattern, path
 
-from scheduling import views
+from operations import views
 
 urlpatterns: list[URLPattern] = [
     path("healthz", views.healthz, name="healthz"),

@@ -25,6 +25,7 @@ Every read is bounded, so a scrape costs the same on ten million runs as on none
 from __future__ import annotations
 
 import functools
+import hmac
 import itertools
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -34,10 +35,13 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Count, Max, Min, OuterRef, QuerySet, Subquery
 from django_q.models import OrmQ
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from scheduling import cron, sql
+from scheduling.metrics import PROCESS_REGISTRY, metrics_directory
 from scheduling.models import (
     FenceCounter,
     FenceEpoch,
@@ -64,6 +68,8 @@ DUE_STATUSES = (RunStatus.SCHEDULED, RunStatus.FAILED, RunStatus.ABANDONED)
 BACKLOG_COUNT_LIMIT = 100_000
 # Ticks sampled to find a schedule's longest gap (a minutely job: about three days).
 INTERVAL_SAMPLE_TICKS = 5000
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def _seconds(moment: datetime) -> float:
@@ -290,3 +296,27 @@ def schedule_interval_seconds(expr: str, tz: str, year: int) -> float | None:
     if len(ticks) < 2:
         return None
     return max((later - earlier).total_seconds() for earlier, later in itertools.pairwise(ticks))
+
+
+# --- The scrape --------------------------------------------------------------------------
+
+
+def token_accepted(authorization: str) -> bool:
+    """Whether the request's Authorization header satisfies METRICS_BEARER_TOKEN (any
+    header does when no token is set)."""
+    token: str = settings.METRICS_BEARER_TOKEN
+    if not token:
+        return True
+    scheme, _, given = authorization.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+def metrics_render(*, now: datetime) -> bytes:
+    """The exposition: the database's figures as of ``now`` and the processes' counts."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DatabaseCollector(now=now))
+    directory = metrics_directory()
+    if directory is not None:
+        MultiProcessCollector(registry, path=str(directory))  # type: ignore[no-untyped-call]
+        return generate_latest(registry)
+    return generate_latest(registry) + generate_latest(PROCESS_REGISTRY)

@@ -1,5 +1,5 @@
 """Views: /healthz for probes, /metrics for Prometheus, and the staff's schedules dashboard
-(its timeline is ``scheduling.timeline``). The cron explainer is an app of its own
+(its timeline is ``operations.timeline``). The cron explainer is an app of its own
 (``explainer``)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from django.template.response import TemplateResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
-from scheduling.alerts import alerts_open_count, alerts_open_groups
-from scheduling.metrics import CONTENT_TYPE, metrics_render, token_accepted
+from operations.alerts import alerts_open_count, alerts_open_groups
+from operations.metrics import CONTENT_TYPE, metrics_render, token_accepted
+from operations.timeline import LATE_AFTER, jobs_timeline, span_text, timeline_draw
 from scheduling.selectors import jobs_overview, scheduler_last_pass_at
-from scheduling.timeline import LATE_AFTER, jobs_timeline, span_text, timeline_draw
 from tiffin import clock
 
 
@@ -45,7 +45,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
         "open_problem_groups": groups,
     }
     response = JsonResponse(body, status=200 if healthy else 503)
-    # Answered ahead of SecurityMiddleware (see scheduling.middleware), so set its header here.
+    # Answered ahead of SecurityMiddleware (see operations.middleware), so set its header here.
     response["X-Content-Type-Options"] = "nosniff"
     return response
 
@@ -87,7 +87,7 @@ RECENT_RUNS = 5
 def dashboard(request: HttpRequest, *, context: dict[str, Any]) -> HttpResponse:
     """Every job with its schedule, next fire times, last runs and timeline picture.
 
-    Each timeline spans about its job's last TIMELINE_FITTED_TICKS ticks (scheduling.timeline), or the last
+    Each timeline spans about its job's last TIMELINE_FITTED_TICKS ticks (operations.timeline), or the last
     ``?days=N`` for every job. After an action on a job (``?job=NAME``, the page returning
     to that job's section), its confirmation is shown in that section, not at the top.
     """

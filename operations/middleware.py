@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
-from scheduling.views import healthz, metrics
+from operations.views import healthz, metrics
 
 HEALTHZ_PATH = "/healthz"
 METRICS_PATH = "/metrics"

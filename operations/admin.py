@@ -27,7 +27,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django_q.models import Schedule as DjangoQSchedule
 
-from scheduling import cron, services, sql, views
+from operations import views
+from scheduling import cron, services, sql
 from scheduling.models import JobRun, JobRunEvent, Overlap, RunAlert, RunStatus, Schedule, SkipReason, Trigger
 from scheduling.registry import UnknownJobError, registry
 from scheduling.selectors import job_last_run, schedule_next_fire

@@ -19,11 +19,11 @@ from django.core.mail import mail_admins
 from django.db import transaction
 from django.db.models import Count, Max, Min
 
+from operations.monitoring import Problem, problems_grouped
 from scheduling import outbound
 from scheduling.models import RunAlert
-from scheduling.monitoring import Problem, problems_grouped
 
-logger = logging.getLogger("scheduling.alerts")
+logger = logging.getLogger("operations.alerts")
 
 # Lines of a mail or webhook text; the webhook's JSON list always has every problem.
 SUMMARY_LINES = 50
@@ -158,7 +158,7 @@ def _safe(url: str) -> str:
     return f"{scheme}://{rest.split('/', 1)[0]}/..."
 
 
-# --- Login lockouts (scheduling.lockouts hears them from django-axes) ----------------------
+# --- Login lockouts (operations.lockouts hears them from django-axes) ----------------------
 
 
 def lockout_alert(*, username: str, ip_address: str, failures: int, at: datetime, until: datetime) -> None:

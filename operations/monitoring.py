@@ -2,7 +2,7 @@
 
 The check never trusts that a scheduler ran: the ticks it expects come from each cron
 expression, so a cluster that stopped claiming anything still shows up, tick by tick,
-as "never claimed". ``runs_check`` only reads; ``scheduling.alerts`` remembers what was
+as "never claimed". ``runs_check`` only reads; ``operations.alerts`` remembers what was
 already alerted, and the ``check-missed-runs`` job and ``check_runs`` command call both.
 """
 
@@ -19,8 +19,8 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Min, Q
 
+from operations.metrics import fence_state
 from scheduling import cron, sql
-from scheduling.metrics_db import fence_state
 from scheduling.models import (
     IN_FLIGHT_STATUSES,
     FenceEpoch,

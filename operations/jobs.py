@@ -7,12 +7,12 @@ from typing import Any
 
 from django.conf import settings
 
-from scheduling.alerts import problems_alert
+from operations.alerts import problems_alert
+from operations.monitoring import runs_check
+from operations.retention import HistoryPrune, history_prune
 from scheduling.context import RunContext
 from scheduling.models import Misfire, Overlap
-from scheduling.monitoring import runs_check
 from scheduling.registry import job
-from scheduling.retention import HistoryPrune, history_prune
 from tiffin import clock
 
 
@@ -34,7 +34,7 @@ def check_missed_runs(ctx: RunContext) -> dict[str, int]:
 # an outage one prune as of the latest tick deletes everything the missed ones would have.
 @job("prune-history", cron="15 * * * *", misfire=Misfire.COALESCE, overlap=Overlap.FORBID, heartbeat=True)
 def prune_history(ctx: RunContext) -> dict[str, Any]:
-    """Forget the history retention allows as of ``ctx.scheduled_for`` (scheduling.retention).
+    """Forget the history retention allows as of ``ctx.scheduled_for`` (operations.retention).
 
     As of the logical time, not the clock: a late or repeated run of a tick deletes
     nothing more than the on-time one did, so a second run of the same tick deletes nothing.

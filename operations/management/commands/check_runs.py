@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from scheduling.alerts import problems_alert
-from scheduling.monitoring import CheckWindow, Problem, problems_grouped, runs_check
+from operations.alerts import problems_alert
+from operations.monitoring import CheckWindow, Problem, problems_grouped, runs_check
 from tiffin.cli import JsonCommand, counted, parse_now
 
 

@@ -15,11 +15,11 @@ from django.conf import settings
 from django.dispatch import receiver
 from django.http import HttpRequest
 
-from scheduling.alerts import lockout_alert
+from operations.alerts import lockout_alert
 from scheduling.metrics import login_lockout_count
 
 
-@receiver(user_locked_out, dispatch_uid="scheduling.lockouts")
+@receiver(user_locked_out, dispatch_uid="operations.lockouts")
 def lockout_heard(sender: Any, *, request: HttpRequest, username: str | None, ip_address: str, **kwargs: Any) -> None:
     failures = getattr(request, "axes_failures_since_start", None)
     if failures is None:
