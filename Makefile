@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PG_URL ?= $(if $(DATABASE_URL),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/tiffin)
 SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
 
-.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare bench bench-large bench-history soak chaos up browser-deps prometheus-deps failover-deps failover clean
+.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare bench bench-large bench-history bench-peers soak chaos up browser-deps prometheus-deps failover-deps failover clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -198,6 +198,24 @@ bench-large: $(STAMP) ## The cost curves' largest sizes: 100,000 restaurants (20
 bench-history: $(STAMP) ## Every everyday path on 10M runs of history, then their prune (about half an hour)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	$(PY) -m bench history
+
+# The cancellation benchmark beside procrastinate and Celery (bench/peers/): their packages
+# go into a virtualenv of their own, never .venv, so nothing of them reaches the product,
+# make test or CI's ruff and mypy. Redis database 9 at 127.0.0.1:6379 unless
+# BENCH_PEERS_REDIS_URL names another (the Celery side flushes that database only).
+# More options in PEERS_ARGS, e.g. --kill (the worker SIGKILLed and restarted) or --quick.
+PEERS_VENV := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
+PEERS_ARGS ?=
+$(PEERS_STAMP): requirements.txt requirements-dev.txt requirements-peers.txt
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }
+	test -d $(PEERS_VENV) || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt -r requirements-peers.txt
+	touch $(PEERS_STAMP)
+
+bench-peers: $(PEERS_STAMP) scenario-deps ## Benchmark 3 beside procrastinate and Celery, in .venv-peers (docs/benchmark-peers.md; ~10 min)
+	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
+	exec $(PEERS_VENV)/bin/python -m bench.peers.cancellations $(PEERS_ARGS)
 
 # A database of its own, dropped and created afresh (the soak empties what it finds).
 SOAK_URL ?= postgres://postgres@127.0.0.1:5432/tiffin_soak

@@ -46,7 +46,7 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -128,14 +128,30 @@ def reference_cancel(order_id: int) -> int:
     return orders_cancel_unaccepted(order_ids=[order_id])
 
 
-def placer(url: str, mode: str, out: Path, start_at: float, rate: float, seconds: float, seed: int, tag: str) -> None:
-    """Place ``rate * seconds`` orders on schedule from ``start_at`` and accept ~70 % of them."""
-    django_setup(url, ORDER_ACCEPT_TIMEOUT_SECONDS=str(TIMEOUT_SECONDS))
+def placer(
+    url: str,
+    mode: str,
+    out: Path,
+    start_at: float,
+    rate: float,
+    seconds: float,
+    seed: int,
+    tag: str,
+    *,
+    place: Callable[[Any, str], tuple[int, datetime]] | None = None,
+    settings_module: str = "tiffin.settings",
+) -> None:
+    """Place ``rate * seconds`` orders on schedule from ``start_at`` and accept ~70 % of them.
+
+    ``place`` (default: the ``mode``'s own) places one order and schedules its cancellation;
+    bench/peers/ passes its peers' (with their ``settings_module``)."""
+    django_setup(url, ORDER_ACCEPT_TIMEOUT_SECONDS=str(TIMEOUT_SECONDS), DJANGO_SETTINGS_MODULE=settings_module)
     from orders.models import Restaurant
 
     restaurants = list(Restaurant.objects.order_by("id"))
     rng = random.Random(seed)
-    place = {"project": _place_project, "raw": _place_raw, "reference": _place_reference}[mode]
+    if place is None:
+        place = {"project": _place_project, "raw": _place_raw, "reference": _place_reference}[mode]
     total = round(rate * seconds)
     accepts: list[tuple[float, int, datetime]] = []
     seen: dict[str, Any] = {"placed": 0, "accepted": 0, "errors": [], "lag": 0.0}
@@ -309,14 +325,19 @@ def step(
     env: dict[str, str],
     started: list[Child],
     logs: Path,
+    module: str = "bench.cancellations",
+    start_at: float | None = None,
 ) -> dict[str, Any]:
-    """One rate for ``args.step_seconds``: placers, then the drain; the outcome of its orders."""
+    """One rate for ``args.step_seconds``: placers, then the drain; the outcome of its orders.
+
+    The placers are ``python -m <module> --placer ...`` (bench/peers/ has its own), starting
+    at ``start_at`` (default: 3 s from now)."""
     url, direct = urls
-    start_at = time.time() + 3.0
+    start_at = time.time() + 3.0 if start_at is None else start_at
     outs = [logs / f"{tag}-placer{n}.json" for n in range(PLACERS)]
     placers = []
     for n, out in enumerate(outs):
-        command = [PYTHON, "-m", "bench.cancellations", "--placer", url, mode, str(out), repr(start_at), tag]
+        command = [PYTHON, "-m", module, "--placer", url, mode, str(out), repr(start_at), tag]
         command += ["--rate", repr(rate / PLACERS), "--step-seconds", repr(args.step_seconds), "--seed", str(n)]
         placers.append(child_start(f"{tag}-placer{n}", command, env=env, logs=logs))
     started += placers

@@ -22,7 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
 ENV_EXAMPLE = ROOT / ".env.example"
-SKIPPED_DIRECTORIES = {"tests", ".venv", "node_modules", "staticfiles", "db"}
+# .venv-peers: make bench-peers's virtualenv (procrastinate and Celery for bench/peers/).
+SKIPPED_DIRECTORIES = {"tests", ".venv", ".venv-peers", "node_modules", "staticfiles", "db"}
 # The files whose variables a server reads, hence .env.example's share.
 SERVER_FILES = {"tiffin/settings.py", "deploy/gunicorn.conf.py"}
 # tiffin.env's readers, from its source: a reader added there is recognised here too.

@@ -103,8 +103,14 @@ def test_every_make_target_the_docs_name_exists():
 
 
 def test_every_benchmark_module_the_docs_run_exists():
-    named = occurrences(r"python -m bench\.([a-z_]+)", TEACHING)
-    missing = sorted({f"bench.{name} ({page})" for name, page in named if not (ROOT / "bench" / f"{name}.py").exists()})
+    named = occurrences(r"python -m bench\.([a-z_]+(?:\.[a-z_]+)*)", TEACHING)
+    missing = sorted(
+        {
+            f"bench.{name} ({page})"
+            for name, page in named
+            if not (ROOT / "bench" / f"{name.replace('.', '/')}.py").exists()
+        }
+    )
     assert not missing, "the docs run benchmark modules that do not exist: " + ", ".join(missing)
 
 

@@ -121,7 +121,7 @@ def test_only_tests_simulation_and_bench_import_the_provider_sandbox():
     files = [
         path
         for path in sorted(ROOT.rglob("*.py"))
-        if path.relative_to(ROOT).parts[0] not in (*SANDBOX_USERS, "provider_sandbox", ".venv")
+        if path.relative_to(ROOT).parts[0] not in (*SANDBOX_USERS, "provider_sandbox", ".venv", ".venv-peers")
     ]
     assert any(path.relative_to(ROOT).parts[0] == "payouts" for path in files)
     assert violations(sources(files), forbidden=("provider_sandbox",)) == []
@@ -138,3 +138,11 @@ def test_the_product_imports_no_simulation():
     modules = {name: text for package in PRODUCT for name, text in package_sources(package).items()}
     assert "payouts.jobs" in modules
     assert violations(modules, forbidden=("simulation", "redis")) == []
+
+
+def test_the_product_imports_none_of_the_benchmarks_peers():
+    """procrastinate and Celery are benchmark peers (bench/peers/, requirements-peers.txt,
+    installed into .venv-peers only): a server has neither, so the product never imports them."""
+    modules = {name: text for package in PRODUCT for name, text in package_sources(package).items()}
+    assert "orders.services" in modules
+    assert violations(modules, forbidden=("bench", "celery", "procrastinate")) == []
