@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -197,18 +196,15 @@ def run_synchronous(log_dir: Path) -> ModeResult:
 
 def run_asynchronous(log_dir: Path) -> ModeResult:
     from tests.scenarios.cluster import replicated_pair
-    from tests.scenarios.test_failover_fence import _wait_replayed, _walsender_pid
+    from tests.scenarios.replication import pause_wal_sender, wait_replayed
 
     with replicated_pair() as (primary, standby):
         primary.server.create_database(DATABASE)
         hosts = f"127.0.0.1:{primary.port},127.0.0.1:{standby.port}"
         url = f"postgres://postgres@{hosts}/{DATABASE}?target_session_attrs=read-write"
         _migrate(url)
-        _wait_replayed(primary.server)
+        wait_replayed(primary.server)
         with _scenario(url, primary.server, log_dir / "asynchronous") as scenario:
-
-            def pause_wal_sender() -> None:
-                os.kill(_walsender_pid(primary.server), signal.SIGSTOP)  # the crash takes it with the primary
 
             def crash_and_promote() -> ScenarioDatabase:
                 primary.stop_immediate()
@@ -216,7 +212,7 @@ def run_asynchronous(log_dir: Path) -> ModeResult:
                 return ScenarioDatabase(server=standby.server, name=DATABASE)
 
             snapshot, new_db, recovery, killed = exercise(
-                scenario, fault=crash_and_promote, before_fault=pause_wal_sender
+                scenario, fault=crash_and_promote, before_fault=lambda: pause_wal_sender(primary.server)
             )
             return measure(
                 "asynchronous", "WAL sender paused, primary crash, promote", snapshot, new_db, recovery, killed
