@@ -22,7 +22,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -224,6 +224,9 @@ class Reply:
     answer: Answer
     detail: str = ""
     provider_id: str = ""
+    # A first attempt's lookup that could not answer: the attempt counts as not made, so
+    # the next one looks the group up again (``_sent_before_the_ledger_knew``).
+    reopen: bool = False
 
 
 def transfer_attempt_begin(*, transfer_id: int, fence: int, job_run_id: int | None, now: datetime) -> Attempt | None:
@@ -298,6 +301,16 @@ def transfer_ask(*, attempt: Attempt, client: stripe.StripeClient, read_clock: C
     transfer = attempt.transfer
     if _key_may_be_forgotten(transfer, now=transfer.last_attempt_at or read_clock()):
         return _look_up(attempt=attempt, client=client, read_clock=read_clock)
+    if _sent_before_the_ledger_knew(transfer):
+        try:
+            held = provider.transfers_find(client=client, transfer_group=transfer.transfer_group)
+        except stripe.StripeError as error:
+            return replace(_reply_to_error(attempt, error, looking_up=True), reopen=True)
+        if len(held) == 1:
+            return _reply_to_found(attempt, held[0])
+        if held:
+            ids = ", ".join(item.id for item in held)
+            return Reply(attempt, Answer.STOP, f"lookup found {len(held)} transfers for one payout: {ids}")
     try:
         found = provider.transfer_create(
             client=client, params=transfer.request_params(), idempotency_key=transfer.idempotency_key
@@ -310,6 +323,33 @@ def transfer_ask(*, attempt: Attempt, client: stripe.StripeClient, read_clock: C
 def _key_may_be_forgotten(transfer: Transfer, *, now: datetime) -> bool:
     retention = timedelta(seconds=settings.PAYMENT_PROVIDER_KEY_RETENTION_SECONDS)
     return transfer.first_attempt_at is not None and transfer.first_attempt_at <= now - retention
+
+
+# The shortest local week (a spring-forward week): a payout's week never ends sooner after
+# its start, and no payout, so no transfer, is written before its week ends.
+SHORTEST_WEEK = timedelta(hours=167)
+
+
+def _sent_before_the_ledger_knew(transfer: Transfer) -> bool:
+    """Whether this is the ledger's first attempt (``first_attempt_at`` set by this very
+    attempt) at a transfer whose week ended longer ago than the provider's key retention.
+
+    The ledger may have forgotten an earlier send: an asynchronous failover loses the
+    payout, its transfer row and the record of its sending, and the catch-up writes them
+    again (docs/failover.md). The provider then holds a transfer the new row knows nothing
+    of. Within the retention the same key replays it; past it the key may be forgotten and
+    a blind send would pay the week twice, so the first attempt looks the group up: one
+    transfer is recorded as sent; none, and the key is sent (the provider held nothing, and
+    any request still in flight carries the same key, so the provider replays one to the
+    other). An earlier send cannot predate the week's end, so a transfer first tried within
+    the retention after it (every on-time payout) costs no lookup."""
+    retention = timedelta(seconds=settings.PAYMENT_PROVIDER_KEY_RETENTION_SECONDS)
+    opened = transfer.first_attempt_at
+    return (
+        opened is not None
+        and opened == transfer.last_attempt_at
+        and transfer.period_start + SHORTEST_WEEK <= opened - retention
+    )
 
 
 def _look_up(*, attempt: Attempt, client: stripe.StripeClient, read_clock: Callable[[], datetime]) -> Reply:
@@ -416,6 +456,8 @@ def _record(reply: Reply, *, job_run_id: int | None, now: datetime) -> SendResul
     this_attempt = pending.filter(attempts=transfer.attempts)
     if reply.answer == Answer.RESEND:
         this_attempt.update(first_attempt_at=None, next_attempt_at=now, last_error=reply.detail[:2000])
+    elif reply.reopen:
+        this_attempt.update(first_attempt_at=None, last_error=reply.detail[:2000])
     else:
         # Outcome unknown: it stays pending, due again at the next_attempt_at its attempt
         # set, and goes with the same key.

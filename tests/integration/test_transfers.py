@@ -430,6 +430,40 @@ def test_past_the_key_retention_a_transfer_the_provider_never_made_is_sent_once(
     assert_provider_matches_ledger()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_send_the_ledger_forgot_past_the_key_retention_is_found_not_paid_again(sandbox, paid) -> None:
+    """What the catch-up after an asynchronous failover meets (tests/scenarios/
+    test_failover_transfers.py): the provider paid the week, the ledger's row is new and
+    pending with the same key, and the provider has forgotten the key. The first attempt
+    looks the group up; a lookup that cannot answer counts as no attempt, so the next one
+    looks again instead of sending blind."""
+    paid(1)
+    transfer = Transfer.objects.order_by("period_start").first()
+    assert transfer is not None
+    clock = Clock(PAID_AT)
+    assert send_one(transfer, clock) == SendResult.SENT
+    transfer.refresh_from_db()
+    paid_as = transfer.provider_id
+    # The failover: the row comes back as the catch-up writes it, never attempted.
+    Transfer.objects.filter(id=transfer.id).update(
+        status=TransferStatus.PENDING, provider_id="", sent_at=None, attempts=0, first_attempt_at=None,
+        last_attempt_at=None, next_attempt_at=PAID_AT, last_error="",
+    )  # fmt: skip
+    sandbox.advance_clock(RETENTION + 60)
+    assert sandbox.state()["idempotency_keys"] == 0
+    sandbox.arm_fault("500-before-commit", count=1, methods=("GET",))
+    assert send_one(transfer, clock) == SendResult.RETRYING
+    transfer.refresh_from_db()
+    assert transfer.first_attempt_at is None and "lookup" in transfer.last_error
+    clock.advance(minutes=5)
+    assert send_one(transfer, clock) == SendResult.SENT
+    transfer.refresh_from_db()
+    assert transfer.provider_id == paid_as and transfer.attempts == 2
+    assert sandbox.state()["transfers"] == 1
+    transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=2, batch_size=10)
+    assert_provider_matches_ledger()
+
+
 # --- Reconciliation -----------------------------------------------------------------------
 
 

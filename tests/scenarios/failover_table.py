@@ -5,7 +5,11 @@ Each mode runs a scheduler and a worker of the app (``simulation.processes.Fleet
 scenarios do) against a throwaway cluster, never the machine's server, reached through
 libpq's multi-host URL (``target_session_attrs=read-write``), at an accelerated clock with
 the simulation's probe jobs: a probe charges once per tick, guarded and fenced like a
-payment (``simulation_probe_charges``).
+payment (``simulation_probe_charges``). And money: a few seeded restaurants connected to
+the provider sandbox (a real process, ``simulation/provider_process.py``); just before the
+kill (asynchronous: while the WAL sender sleeps) the weekly payout run pays them and the
+fleet's sender sends their transfers; after it the same payout tick is run again (the
+catch-up) and the fleet's sender sends whatever the new primary wrote.
 
 - **synchronous**: three Patroni members over etcd (``tests/scenarios/patroni_cluster.py``),
   ``synchronous_mode`` on; the leader's postmaster is SIGKILLed, Patroni promotes a replica.
@@ -21,23 +25,27 @@ one per tick on the new primary), charges lost and made again (charges the old p
 had that the new one lost, and made again for the same tick: harmless in the database,
 where the first one is gone too; a payment sent outside would be sent twice without the
 provider's idempotency key), tokens repeated (tokens taken on the new primary that are
-not above every token the old one handed out), recovery (the kill to the first claim made
-on the new primary, real seconds).
+not above every token the old one handed out), transfers doubled at provider (transfers
+the provider holds beyond one per restaurant-week, counted from its own list), recovery
+(the kill to the first claim made on the new primary, real seconds).
 
 Exits 1 if the synchronous mode lost a claim or ran a tick twice, or if either mode
-repeated a token; 2 when a mode could not run (binaries missing). Every process it starts
-(clusters, etcd, the app) is stopped by process group however it ends.
+repeated a token or doubled a transfer at the provider; 2 when a mode could not run
+(binaries missing). Every process it starts (clusters, etcd, the app, the provider
+sandbox) is stopped by process group however it ends.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,6 +53,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from simulation.processes import PROJECT_DIR, Fleet, SimulatedTime, sigterm_exits, wait_for
+from simulation.provider_process import RunningSandbox, running_sandbox
 from tests.scenarios.harness import PROCESS_ENVIRONMENT, PostgresServer, Scenario, ScenarioDatabase
 
 DATABASE = "tiffin_failover_table"
@@ -57,6 +66,10 @@ RUNS_AFTER = 6  # probe runs started and succeeded on the new primary
 CLAIMS = "SELECT job_name, scheduled_for, subject, created_at FROM job_runs"
 CHARGES = "SELECT job_name, scheduled_for, fence FROM simulation_probe_charges"
 TOKENS = "SELECT fence FROM job_run_events WHERE kind = 'started' AND fence IS NOT NULL"
+RESTAURANTS = 3  # seeded, with one week of orders each, connected to the provider
+PROVIDER_KEY = "sk_test_failover_table"
+PAYOUTS_JOB = "weekly-payouts"
+TRANSFERS_SENT = "SELECT count(*) FILTER (WHERE status = 'sent'), count(*) FROM transfers_transfer"
 
 
 @dataclass(frozen=True)
@@ -68,12 +81,14 @@ class ModeResult:
     ticks_run_twice: int
     charges_made_again: int
     tokens_repeated: int
+    transfers_doubled: int
     recovery_seconds: float
 
     def problems(self) -> list[str]:
         """What makes the table fail: the synchronous mode losing or doubling anything, a
         token repeated in either mode."""
         found = [f"{self.tokens_repeated} tokens repeated"] if self.tokens_repeated else []
+        found += [f"{self.transfers_doubled} transfers doubled at provider"] if self.transfers_doubled else []
         if self.mode == "synchronous":
             found += [f"{self.claims_lost} claims lost"] if self.claims_lost else []
             found += [f"{self.ticks_run_twice} ticks run twice"] if self.ticks_run_twice else []
@@ -84,14 +99,15 @@ class ModeResult:
     def row(self) -> str:
         return (
             f"| {self.mode} | {self.faults} | {self.claims_lost} | {self.ticks_run_again} | {self.ticks_run_twice} "
-            f"| {self.charges_made_again} | {self.tokens_repeated} | {self.recovery_seconds:.1f} s |"
+            f"| {self.charges_made_again} | {self.tokens_repeated} | {self.transfers_doubled} "
+            f"| {self.recovery_seconds:.1f} s |"
         )
 
 
 HEADER = (
     "| mode | faults | claims lost | lost ticks run again | ticks run twice | charges lost and made again "
-    "| tokens repeated | recovery |\n"
-    "|---|---|---|---|---|---|---|---|"
+    "| tokens repeated | transfers doubled at provider | recovery |\n"
+    "|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -102,15 +118,18 @@ class Snapshot:
     claims: set[tuple[object, ...]]
     charges: set[tuple[object, ...]]
     tokens: list[int]
+    payout_tick: datetime  # the payout run's tick, run again on the new primary
 
 
 def exercise(
     scenario: Scenario, *, fault: Callable[[], ScenarioDatabase], before_fault: Callable[[], None] | None = None
 ) -> tuple[Snapshot, ScenarioDatabase, float, datetime]:
     """Run the app until RUNS_BEFORE probe runs succeeded, call ``before_fault`` (and wait
-    for RUNS_UNREPLICATED more), read the old primary, apply ``fault`` (the kill; it
-    returns the new primary's database), wait for a claim and RUNS_AFTER runs there, and
-    drain. The snapshot, the new database, the recovery seconds and the kill's instant."""
+    for RUNS_UNREPLICATED more), pay the week and wait for its transfers sent, read the old
+    primary, apply ``fault`` (the kill; it returns the new primary's database), wait for a
+    claim and RUNS_AFTER runs there, run the payout tick again and wait for the new
+    ledger's transfers sent, and drain. The snapshot, the new database, the recovery
+    seconds and the kill's instant."""
     clock = SimulatedTime.starting(START, speed=SPEED, lead=3.0)
     scenario.start_workers(clock, 1, q_workers=2)
     scenario.start_schedulers(clock, 1)
@@ -118,10 +137,16 @@ def exercise(
     if before_fault is not None:
         before_fault()
         _wait_probe_runs(scenario.db, done + RUNS_UNREPLICATED, timeout=120)
+    _pay(scenario, clock, scheduled_for=None)
+    _wait_transfers_sent(scenario.db)
+    [(payout_tick,)] = scenario.db.rows(
+        "SELECT scheduled_for FROM job_runs WHERE job_name = %s ORDER BY id DESC LIMIT 1", [PAYOUTS_JOB]
+    )
     snapshot = Snapshot(
         claims=set(scenario.db.rows(CLAIMS)),
         charges=set(scenario.db.rows(CHARGES)),
         tokens=[row[0] for row in scenario.db.rows(TOKENS)],
+        payout_tick=payout_tick,
     )
     killed_at = time.monotonic()
     killed_instant = clock.now()
@@ -143,6 +168,8 @@ def exercise(
         interval=0.2,
         what=f"{RUNS_AFTER} probe runs on the new primary",
     )
+    _pay(scenario, clock, scheduled_for=snapshot.payout_tick)  # the catch-up
+    _wait_transfers_sent(new_db)
     scenario.stop("scheduler")
     unfinished = "SELECT count(*) FROM job_runs WHERE status IN ('enqueued', 'running')"
     wait_for(lambda: new_db.scalar(unfinished) == 0, timeout=240, interval=0.2, what="runs finishing")
@@ -151,7 +178,13 @@ def exercise(
 
 
 def measure(
-    mode: str, faults: str, snapshot: Snapshot, new_db: ScenarioDatabase, recovery: float, killed: datetime
+    mode: str,
+    faults: str,
+    snapshot: Snapshot,
+    new_db: ScenarioDatabase,
+    recovery: float,
+    killed: datetime,
+    sandbox: RunningSandbox,
 ) -> ModeResult:
     claims_now = set(new_db.rows(CLAIMS))
     lost = snapshot.claims - claims_now
@@ -171,6 +204,7 @@ def measure(
         ticks_run_twice=sum(count - 1 for count in charges.values()),
         charges_made_again=sum(1 for job_name, tick, _ in charges_lost if (job_name, tick) in charges),
         tokens_repeated=sum(1 for token in new_tokens if token <= highest_old),
+        transfers_doubled=sum(count - 1 for count in _provider_transfers_per_group(sandbox).values()),
         recovery_seconds=recovery,
     )
 
@@ -183,8 +217,9 @@ def run_synchronous(log_dir: Path) -> ModeResult:
         leader.server.create_database(DATABASE)
         url = cluster.url(DATABASE)
         _migrate(url)
+        _seed(url, leader.server)
         cluster.set_synchronous_mode(True)
-        with _scenario(url, leader.server, log_dir / "synchronous") as scenario:
+        with _scenario(url, leader.server, log_dir / "synchronous") as (scenario, sandbox):
 
             def kill_leader() -> ScenarioDatabase:
                 old = cluster.leader()
@@ -192,23 +227,21 @@ def run_synchronous(log_dir: Path) -> ModeResult:
                 return ScenarioDatabase(server=cluster.leader().server, name=DATABASE)
 
             snapshot, new_db, recovery, killed = exercise(scenario, fault=kill_leader)
-            return measure("synchronous", "leader SIGKILL", snapshot, new_db, recovery, killed)
+            return measure("synchronous", "leader SIGKILL", snapshot, new_db, recovery, killed, sandbox)
 
 
 def run_asynchronous(log_dir: Path) -> ModeResult:
     from tests.scenarios.cluster import replicated_pair
-    from tests.scenarios.test_failover_fence import _wait_replayed, _walsender_pid
+    from tests.scenarios.replication import pause_wal_sender, wait_replayed
 
     with replicated_pair() as (primary, standby):
         primary.server.create_database(DATABASE)
         hosts = f"127.0.0.1:{primary.port},127.0.0.1:{standby.port}"
         url = f"postgres://postgres@{hosts}/{DATABASE}?target_session_attrs=read-write"
         _migrate(url)
-        _wait_replayed(primary.server)
-        with _scenario(url, primary.server, log_dir / "asynchronous") as scenario:
-
-            def pause_wal_sender() -> None:
-                os.kill(_walsender_pid(primary.server), signal.SIGSTOP)  # the crash takes it with the primary
+        _seed(url, primary.server)
+        wait_replayed(primary.server)
+        with _scenario(url, primary.server, log_dir / "asynchronous") as (scenario, sandbox):
 
             def crash_and_promote() -> ScenarioDatabase:
                 primary.stop_immediate()
@@ -216,28 +249,95 @@ def run_asynchronous(log_dir: Path) -> ModeResult:
                 return ScenarioDatabase(server=standby.server, name=DATABASE)
 
             snapshot, new_db, recovery, killed = exercise(
-                scenario, fault=crash_and_promote, before_fault=pause_wal_sender
+                scenario, fault=crash_and_promote, before_fault=lambda: pause_wal_sender(primary.server)
             )
             return measure(
-                "asynchronous", "WAL sender paused, primary crash, promote", snapshot, new_db, recovery, killed
+                "asynchronous",
+                "WAL sender paused, primary crash, promote",
+                snapshot,
+                new_db,
+                recovery,
+                killed,
+                sandbox,
             )
 
 
 @contextmanager
-def _scenario(url: str, server: PostgresServer, log_dir: Path) -> Iterator[Scenario]:
-    environment = {"DATABASE_URL": url, **PROCESS_ENVIRONMENT, "SCHEDULING_EXTRA_JOB_MODULES": "simulation.probe_jobs"}
-    with Fleet(environment=environment, log_dir=log_dir, grace=8.0) as fleet:
-        scenario = Scenario(db=ScenarioDatabase(server=server, name=DATABASE), fleet=fleet)
+def _scenario(url: str, server: PostgresServer, log_dir: Path) -> Iterator[tuple[Scenario, RunningSandbox]]:
+    """The app's fleet (none started yet) and the provider sandbox it pays through, both
+    stopped however the block ends."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with running_sandbox(state_path=log_dir / "provider.sqlite3", log_path=log_dir / "provider.log") as sandbox:
+        environment = {
+            "DATABASE_URL": url,
+            **PROCESS_ENVIRONMENT,
+            "SCHEDULING_EXTRA_JOB_MODULES": "simulation.probe_jobs",
+            "PAYMENT_PROVIDER_URL": sandbox.url,
+            "PAYMENT_PROVIDER_KEY": PROVIDER_KEY,
+        }
+        with Fleet(environment=environment, log_dir=log_dir, grace=8.0) as fleet:
+            scenario = Scenario(db=ScenarioDatabase(server=server, name=DATABASE), fleet=fleet)
+            try:
+                yield scenario, sandbox
+            except BaseException:
+                print(fleet.log_tails(lines=30))
+                raise
+
+
+def _seed(url: str, server: PostgresServer) -> None:
+    """RESTAURANTS restaurants with a week of orders before START, each connected to the
+    provider (``seed_demo``, as the transfer scenarios seed)."""
+    weeks = ["--restaurants", str(RESTAURANTS), "--weeks", "1", "--now", START.isoformat()]
+    _manage(url, "seed_demo", *weeks)
+    with server.connect(DATABASE) as conn:
+        conn.execute("UPDATE orders_restaurant SET provider_account = 'acct_Seeded' || id")
+
+
+def _pay(scenario: Scenario, clock: SimulatedTime, *, scheduled_for: datetime | None) -> None:
+    """The weekly payout run, executed here at the fleet's clock: its latest tick, or
+    ``scheduled_for``. The fleet's sender sends the transfers it writes."""
+    tick = ["--scheduled-for", scheduled_for.isoformat()] if scheduled_for is not None else []
+    paid = scenario.manage("run_job", PAYOUTS_JOB, "--sync", *tick, clock=clock)
+    if paid.returncode != 0:
+        raise RuntimeError(f"the payout run failed:\n{paid.stderr}")
+
+
+def _wait_transfers_sent(db: ScenarioDatabase) -> None:
+    """Wait until the ledger has transfers and every one is sent (by the fleet's sender)."""
+
+    def all_sent() -> bool:
         try:
-            yield scenario
-        except BaseException:
-            print(fleet.log_tails(lines=30))
-            raise
+            [(sent, written)] = db.rows(TRANSFERS_SENT)
+        except Exception:  # psycopg.OperationalError: a promotion under way
+            return False
+        return bool(written) and sent == written
+
+    wait_for(all_sent, timeout=180, interval=0.2, what="the payout's transfers sent")
+
+
+def _provider_transfers_per_group(sandbox: RunningSandbox) -> Counter[str]:
+    """The provider's own list (``GET /v1/transfers``, every page): transfers per group."""
+    groups: Counter[str] = Counter()
+    after = ""
+    while True:
+        query = "limit=100" + (f"&starting_after={after}" if after else "")
+        request = urllib.request.Request(f"{sandbox.url}/v1/transfers?{query}")
+        request.add_header("Authorization", f"Bearer {PROVIDER_KEY}")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            page = json.loads(response.read())
+        groups.update(str(item.get("transfer_group") or "") for item in page["data"])
+        if not page.get("has_more") or not page["data"]:
+            return groups
+        after = page["data"][-1]["id"]
 
 
 def _migrate(url: str) -> None:
-    migrate = subprocess.run(
-        [sys.executable, str(PROJECT_DIR / "manage.py"), "migrate", "--noinput", "--verbosity", "0"],
+    _manage(url, "migrate", "--noinput", "--verbosity", "0")
+
+
+def _manage(url: str, *args: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(PROJECT_DIR / "manage.py"), *args],
         env={**os.environ, **PROCESS_ENVIRONMENT, "DATABASE_URL": url},
         cwd=PROJECT_DIR,
         capture_output=True,
@@ -245,8 +345,8 @@ def _migrate(url: str) -> None:
         timeout=300,
         check=False,
     )
-    if migrate.returncode != 0:
-        raise RuntimeError(f"migrate failed:\n{migrate.stderr}")
+    if done.returncode != 0:
+        raise RuntimeError(f"manage.py {args[0]} failed:\n{done.stderr}")
 
 
 def _wait_probe_runs(db: ScenarioDatabase, count: int, *, timeout: float) -> int:
@@ -295,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{mode}: cannot run: {error}", file=sys.stderr)
                     return 2
                 raise
-    print("orders late: not measured (no order traffic); transfers doubled: not measured (no transfers outbox yet)")
+    print("orders late: not measured (no order traffic)")
     print(HEADER)
     for result in results:
         print(result.row())

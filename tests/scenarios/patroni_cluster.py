@@ -21,9 +21,14 @@ replica instead of restarting it in place (Patroni's default waits 300 s for a r
 However the block ends (and at interpreter exit, should the block never end), every
 process it started is stopped by process group: each Patroni (SIGTERM, it stops its
 postgres; then SIGKILL), each postmaster's own group (Patroni starts postgres in a session
-of its own), and etcd. As root the processes run as the ``postgres`` user, which initdb
-and postgres require. Without patroni or etcd the scenario skips with the reason, except
-under ``CI=true``, where it fails (``make failover-deps`` installs them).
+of its own), and etcd. A postmaster's children each run in a session of their own too, so
+no group signal reaches them: every process under the members, their postmasters and etcd
+is noted (pid and start time) before anything is stopped, and before the scenario's own
+kill of a postmaster orphans its children, and each one still running at the end is
+SIGKILLed by pid (a stopped WAL sender ignores the shutdown that would end it). As root
+the processes run as the ``postgres`` user, which initdb and postgres require. Without
+patroni or etcd the scenario skips with the reason, except under ``CI=true``, where it
+fails (``make failover-deps`` installs them).
 """
 
 from __future__ import annotations
@@ -192,6 +197,8 @@ class PatroniCluster:
     etcd_port: int = field(default_factory=_free_port)
     etcd_peer_port: int = field(default_factory=_free_port)
     etcd: subprocess.Popen[bytes] | None = None
+    # Every process seen under this cluster's processes, as (pid, start time): killed at stop if still there.
+    started: set[tuple[int, int]] = field(default_factory=set)
 
     def url(self, database: str) -> str:
         """The libpq multi-host URL of ``database``: every member, the writable one chosen."""
@@ -250,6 +257,7 @@ class PatroniCluster:
         """SIGKILL ``member``'s postmaster (a crash: no shutdown, nothing more sent); its pid."""
         pid = member.postmaster_pid()
         assert pid is not None, f"{member.name} has no postmaster.pid"
+        self.started |= _process_tree([pid])  # its children outlive it, if only for a moment
         os.kill(pid, signal.SIGKILL)
         return pid
 
@@ -300,16 +308,27 @@ class PatroniCluster:
 
     def stop(self) -> None:
         """Every process this cluster started, by process group: the members (SIGTERM lets
-        Patroni stop its postgres), any postmaster left (its own group), then etcd."""
+        Patroni stop its postgres), any postmaster left (its own group), then etcd; then
+        every process ever seen under them that still runs, by pid (module docstring)."""
+        self.started |= _process_tree(self._roots())
         for member in self.members:
             if member.process is not None:
                 stop_group(member.process, grace=20, sig=signal.SIGTERM, leader_only=True)
                 member.process = None
+        self.started |= _process_tree(self._roots())
         for member in self.members:
             _kill_postmaster_group(member)
         if self.etcd is not None:
             stop_group(self.etcd, grace=10)
             self.etcd = None
+        _kill_survivors(self.started)
+
+    def _roots(self) -> list[int]:
+        """The processes this cluster started or Patroni started for it: each Patroni, each
+        running postmaster, etcd."""
+        roots = [member.process.pid for member in self.members if member.process is not None]
+        roots += [pid for member in self.members if (pid := member.postmaster_pid()) is not None and _is_postgres(pid)]
+        return roots + ([self.etcd.pid] if self.etcd is not None else [])
 
     def log_tails(self, lines: int = 30) -> str:
         return "\n".join(
@@ -403,3 +422,51 @@ def _is_postgres(pid: int) -> bool:
         return Path(f"/proc/{pid}/comm").read_text().strip() == "postgres"
     except OSError:
         return False
+
+
+def _process_tree(roots: list[int]) -> set[tuple[int, int]]:
+    """``roots`` and every process under them, as (pid, start time in clock ticks since
+    boot): the start time tells a survivor from a later process that reused its pid."""
+    parents: dict[int, int] = {}
+    starts: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # from field 3 (state) on
+            pid = int(stat.parent.name)
+            parents[pid], starts[pid] = int(fields[1]), int(fields[19])
+    found: set[int] = set()
+    frontier = [pid for pid in roots if pid in starts]
+    while frontier:
+        pid = frontier.pop()
+        if pid not in found:
+            found.add(pid)
+            frontier += [child for child, parent in parents.items() if parent == pid]
+    return {(pid, starts[pid]) for pid in found}
+
+
+def _start_time(pid: int) -> int | None:
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    return None
+
+
+def _kill_survivors(seen: set[tuple[int, int]], *, timeout: float = 10) -> None:
+    """SIGKILL each of ``seen`` still running (the same pid and start time; a stopped
+    process takes SIGKILL too), and wait until they are gone."""
+    for pid, start in seen:
+        if _start_time(pid) == start:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_alive(pid, start) for pid, start in seen):
+        time.sleep(0.05)
+
+
+def _alive(pid: int, start: int) -> bool:
+    """Whether ``pid`` still runs as the process that started at ``start`` (a zombie,
+    killed and waiting for its parent, counts as gone)."""
+    if _start_time(pid) != start:
+        return False
+    with contextlib.suppress(OSError, IndexError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return False

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ import pytest
 from simulation.processes import PROJECT_DIR, stop_group, wait_for
 from tests.scenarios.cluster import ThrowawayCluster, replicated_pair
 from tests.scenarios.harness import PostgresServer
+from tests.scenarios.replication import pause_wal_sender, wait_replayed
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
 
@@ -54,10 +54,9 @@ def test_every_fence_after_an_asynchronous_failover_exceeds_every_fence_before_i
     primary, standby = failover_pair
     replicated_tokens = _take_tokens(primary.server, 5)
     _tick(primary.server, REPLICATED_PASS)
-    _wait_replayed(primary.server)
+    wait_replayed(primary.server)
 
-    walsender = _walsender_pid(primary.server)
-    os.kill(walsender, signal.SIGSTOP)  # no SIGCONT: the crash takes it with the primary
+    pause_wal_sender(primary.server)
     unreplicated_tokens = _take_tokens(primary.server, TOKENS_DURING_PAUSE)
     lost_claims = _tick(primary.server, LOST_PASS)
     committed = _rows(primary.server, CLAIMS, [REPLICATED_PASS])
@@ -90,7 +89,7 @@ def test_with_a_synchronous_standby_no_confirmed_claim_is_lost(
     replicated_tokens = _take_tokens(primary.server, 5)
     replicated_claims = _tick(primary.server, REPLICATED_PASS)
 
-    os.kill(_walsender_pid(primary.server), signal.SIGSTOP)
+    pause_wal_sender(primary.server)
     with _manage_started(primary.server, "tick", "--now", LOST_PASS.isoformat(), "--json") as waiting:
         _wait_claim_waiting_for_standby(primary.server)
         # Committed on the primary's disk, and still invisible: no worker can take these runs.
@@ -204,22 +203,3 @@ def _wait_claim_waiting_for_standby(server: PostgresServer) -> None:
 def _rows(server: PostgresServer, query: str, params: list[object]) -> list[tuple[str, datetime]]:
     with server.connect(DATABASE) as conn:
         return [(name, when) for name, when in conn.execute(query.encode(), params).fetchall()]
-
-
-def _walsender_pid(server: PostgresServer) -> int:
-    with server.connect() as conn:
-        row = conn.execute("SELECT pid FROM pg_stat_replication").fetchone()
-    assert row is not None, "the standby is streaming"
-    return int(row[0])
-
-
-def _wait_replayed(server: PostgresServer) -> None:
-    """Wait until the standby has replayed everything the primary has written."""
-    query = "SELECT replay_lsn >= pg_current_wal_lsn() FROM pg_stat_replication"
-
-    def caught_up() -> bool:
-        with server.connect() as conn:
-            row = conn.execute(query).fetchone()
-        return row is not None and bool(row[0])
-
-    wait_for(caught_up, timeout=60, interval=0.1, what="the standby replaying the primary's WAL")

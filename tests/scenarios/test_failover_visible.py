@@ -29,7 +29,7 @@ import pytest
 from simulation.processes import PROJECT_DIR, stop_group
 from tests.scenarios.cluster import ThrowawayCluster, replicated_pair
 from tests.scenarios.harness import PostgresServer
-from tests.scenarios.test_failover_fence import _wait_replayed
+from tests.scenarios.replication import wait_replayed
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
 
@@ -68,7 +68,7 @@ def test_check_runs_reports_the_failover_and_the_runs_it_cut_off(
     start_one = START_ONE.format(now=PASS.isoformat())
     started = json.loads(_manage(primary.server, "shell", "--verbosity", "0", "-c", start_one))
     assert started["fence"] // EPOCH == 1
-    _wait_replayed(primary.server)
+    wait_replayed(primary.server)
 
     primary.stop_immediate()
     standby.promote()
