@@ -66,7 +66,7 @@ CREATE TABLE bench_schedules (LIKE job_schedules INCLUDING ALL);
 ALTER TABLE bench_events ADD FOREIGN KEY (run_id) REFERENCES bench_claims (id) DEFERRABLE INITIALLY DEFERRED;
 """
 # The claim and its ``claimed`` event in one statement, as the design requires of every
-# claim and as the project writes them (scheduling/sql.py claim_runs).
+# claim and as the project writes them (scheduling/queries.py CLAIM_RUNS).
 REFERENCE_CLAIM = (
     "WITH claimed AS (INSERT INTO bench_claims (job_name, subject, scheduled_for, due_at, status, trigger, "
     "created_at, enqueued_at, finished_at, skip_reason, attempts, worker, error) "
