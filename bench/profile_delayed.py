@@ -88,7 +88,8 @@ def main() -> int:
     sql_run(
         url,
         "INSERT INTO orders_restaurant (name, timezone, commission_rate, onboarded_at, is_active) "
-        "SELECT 'Bench restaurant ' || i, 'Asia/Kolkata', 0.15, now(), true FROM generate_series(1, 100) AS i",
+        "SELECT 'Bench restaurant ' || i, 'Asia/Kolkata', 0.15, now() - interval '1 hour', true"
+        " FROM generate_series(1, 100) AS i",
     )
     django_setup(url, ORDER_ACCEPT_TIMEOUT_SECONDS="10")
     from orders.models import Restaurant

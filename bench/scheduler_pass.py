@@ -12,7 +12,7 @@ simulated minute apart each find one due tick per job, claim it and enqueue its 
   every pass (it was not timed before).
 - reference: the same work by hand with bare psycopg. Per pass it reads every job's cursor
   (its last claimed cron tick) with one statement, the project's own
-  (``scheduling.sql.SCHEDULE_STATES``, over ``bench_schedules`` and ``bench_claims``), and
+  (``scheduling.queries.SCHEDULE_STATES``, over ``bench_schedules`` and ``bench_claims``), and
   computes each job's due ticks after it with the project's cron code
   (``scheduling.cron.ticks_between``); then per job and tick one transaction of the claim
   (the same INSERT into ``bench_claims``, a copy of job_runs with its unique key and
@@ -66,7 +66,7 @@ CREATE TABLE bench_schedules (LIKE job_schedules INCLUDING ALL);
 ALTER TABLE bench_events ADD FOREIGN KEY (run_id) REFERENCES bench_claims (id) DEFERRABLE INITIALLY DEFERRED;
 """
 # The claim and its ``claimed`` event in one statement, as the design requires of every
-# claim and as the project writes them (scheduling/sql.py claim_runs).
+# claim and as the project writes them (scheduling/queries.py CLAIM_RUNS).
 REFERENCE_CLAIM = (
     "WITH claimed AS (INSERT INTO bench_claims (job_name, subject, scheduled_for, due_at, status, trigger, "
     "created_at, enqueued_at, finished_at, skip_reason, attempts, worker, error) "
@@ -88,9 +88,9 @@ REFERENCE_CRON = "* * * * *"
 
 
 def reference_cursors_statement() -> str:
-    """The project's schedules-and-cursors statement (``scheduling.sql.SCHEDULE_STATES``)
+    """The project's schedules-and-cursors statement (``scheduling.queries.SCHEDULE_STATES``)
     over the reference's tables."""
-    from scheduling.sql import SCHEDULE_STATES
+    from scheduling.queries import SCHEDULE_STATES
 
     return SCHEDULE_STATES.replace("job_runs", "bench_claims").replace("job_schedules", "bench_schedules")
 
@@ -212,7 +212,7 @@ def report(args: argparse.Namespace, points: list[Point], *, partial: bool) -> R
     rep.note("each size in a database of its own; a first, untimed pass registers the jobs")
     rep.note(
         "the reference learns where each job stands as a pass must: one read of every job's cursor "
-        "(scheduling.sql.SCHEDULE_STATES), its due ticks from scheduling.cron; no tick is handed to it"
+        "(scheduling.queries.SCHEDULE_STATES), its due ticks from scheduling.cron; no tick is handed to it"
     )
     rep.note("measured on a shared 2-core machine (other work running): ratios hold better than absolute times")
     return rep

@@ -40,7 +40,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from scheduling import cron, sql
+from scheduling import cron, queries, sql
 from scheduling.metrics import PROCESS_REGISTRY, metrics_directory
 from scheduling.models import (
     FenceCounter,
@@ -255,7 +255,7 @@ def fence_state() -> tuple[int, int]:
     SQLite epoch 0 and the counter row."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(sql.FENCE_STATE)
+            cursor.execute(queries.FENCE_STATE)
             epoch, counter = cursor.fetchone()
         return int(epoch), (int(epoch) << sql.FENCE_COUNTER_BITS) + int(counter)
     value = FenceCounter.objects.values_list("value", flat=True).first()

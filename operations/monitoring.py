@@ -283,7 +283,7 @@ def runs_ended_badly(*, window: CheckWindow) -> list[Problem]:
 def failovers_check(*, window: CheckWindow) -> list[Problem]:
     """What a PostgreSQL failover left behind, as problems of kind FAILOVER (nothing on SQLite).
 
-    The fencing tokens' epoch is the primary's timeline (``sql.NEXT_FENCE``), and every
+    The fencing tokens' epoch is the primary's timeline (``queries.NEXT_FENCE``), and every
     promotion moves it. The check remembers each epoch it sees in ``job_fence_epochs`` (the
     one write of the check: an INSERT of a row that does not exist yet), so it can report:
 

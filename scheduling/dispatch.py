@@ -7,8 +7,8 @@ A pass (``tick_pass``):
 2. for every cron job, computes the logical ticks due since its last claimed tick
    (never "now minus an interval") and applies the misfire policy; then claims every
    job's ticks with INSERT ... ON CONFLICT DO NOTHING, all in one transaction (job by
-   job if it fails: ``cron_ticks_claim``); only the winner enqueues, in the same
-   transaction;
+   job if it fails: ``cron_ticks_claim``, the statement itself ``queries.CLAIM_RUNS``);
+   only the winner enqueues, in the same transaction;
 3. abandons running runs that stopped showing signs of life;
 4. enqueues due delayed runs and due retries, taken with FOR UPDATE SKIP LOCKED;
 5. re-enqueues runs that sat in ``enqueued`` too long (a lost task or a queue head).
@@ -31,7 +31,7 @@ from scheduling import cron, metrics, sql
 from scheduling.events import runs_log, runs_record
 from scheduling.models import JobRun, RunStatus, Schedule, Trigger
 from scheduling.policies import PlannedTick, misfire_plan
-from scheduling.queue import enqueue_runs, enqueue_runs_many
+from scheduling.queue import enqueue_runs_many
 from scheduling.registry import Job, registry
 from scheduling.schedules import schedules_ensure
 from scheduling.transitions import runs_fail
@@ -151,67 +151,39 @@ def cron_job_due_ticks(*, job: Job, schedule: sql.ScheduleState, now: datetime) 
 
 def cron_ticks_claim(*, plans: list[CronPlan], now: datetime) -> list[ClaimedTick]:
     """Claim the planned ticks of every job (planned after cursors read at the start of
-    the pass: another server's claim since then only makes a tick lose ON CONFLICT);
-    return the ones this server won.
+    the pass: another server's claim since then only makes a tick lose ON CONFLICT),
+    enqueue the ones won that should run; return the ones this server won.
 
     1. All the jobs' claims, with their events and the winners' tasks, in one
-       transaction (``cron_plans_claim``): one claim statement per CLAIM_CHUNK ticks
-       instead of a transaction and a statement per job.
+       transaction: one claim statement for the whole pass.
     2. If it fails, none of it is kept: claims, events and tasks roll back together and
        no cursor moved, so the next pass plans the same ticks again. The jobs are then
        claimed one transaction each, so a job whose claim or enqueue keeps failing
        costs only its own ticks, never another job's; its error is raised once the
        others are committed, so the failure is never silent.
     """
+    rows = [claim_row(plan.job.name, "", planned, Trigger.CRON, now) for plan in plans for planned in plan.ticks]
     try:
         with transaction.atomic():
-            won = cron_plans_claim(plans=plans, now=now)
+            won = claim_rows_insert(rows, now=now)
     except Exception:  # any: nothing of the transaction is kept, and each job is retried alone
         logger.warning("the pass's claims failed together; claiming job by job", exc_info=True)
-        won = _cron_plans_claim_one_by_one(plans=plans, now=now)
+        won, error = [], None
+        for plan in plans:
+            try:
+                with transaction.atomic():
+                    job_won = claim_rows_insert([row for row in rows if row.job_name == plan.job.name], now=now)
+            except Exception as job_error:  # the first is raised below, once the other jobs are committed
+                logger.exception("claiming the due ticks of %s failed; the other jobs' claims stand", plan.job.name)
+                error = error or job_error
+            else:
+                claims_log(job_won, now=now)
+                won += job_won
+        if error is not None:
+            raise error from None
     else:
-        for kind, runs in itertools.groupby(won, key=sql.claim_event_kind):
-            runs_log(list(runs), kind=kind, now=now)
+        claims_log(won, now=now)
     return [ClaimedTick(run.job_name, run.scheduled_for, run.status, run.skip_reason) for run in won]
-
-
-def _cron_plans_claim_one_by_one(*, plans: list[CronPlan], now: datetime) -> list[JobRun]:
-    won: list[JobRun] = []
-    error: Exception | None = None
-    for plan in plans:
-        try:
-            with transaction.atomic():
-                won += runs_claim(job=plan.job, plan=plan.ticks, trigger=Trigger.CRON, now=now)
-        except Exception as job_error:  # the first is raised below, once the other jobs are committed
-            logger.exception("claiming the due ticks of %s failed; the other jobs' claims stand", plan.job.name)
-            error = error or job_error
-    if error is not None:
-        raise error
-    return won
-
-
-# Claim rows per statement: 14 parameters each, far under PostgreSQL's 65,535 and SQLite's 32,766.
-CLAIM_CHUNK = 1000
-
-
-def cron_plans_claim(*, plans: list[CronPlan], now: datetime) -> list[JobRun]:
-    """Insert every planned cron tick and enqueue the ones won that should run, one task
-    per run as ``runs_claim`` does; return the runs won. Call inside a transaction.
-
-    The rows go in claim key order (job_name, subject, scheduled_for), so two servers'
-    passes wait for each other's keys in the same order and cannot deadlock.
-    """
-    rows = [_claim_row(plan.job.name, "", planned, Trigger.CRON, now) for plan in plans for planned in plan.ticks]
-    rows.sort(key=lambda row: (row.job_name, row.scheduled_for))
-    won: list[JobRun] = []
-    for start in range(0, len(rows), CLAIM_CHUNK):
-        won += sql.claim_runs(rows[start : start + CLAIM_CHUNK])
-    won.sort(key=lambda run: (run.job_name, run.scheduled_for))
-    won_per_job = Counter(run.job_name for run in won)
-    for plan in plans:
-        metrics.claims_count(job_name=plan.job.name, won=won_per_job[plan.job.name], attempted=len(plan.ticks))
-    enqueue_runs_many(tasks=[(run.job_name, [run.id]) for run in won if run.status == RunStatus.ENQUEUED])
-    return won
 
 
 def runs_claim(
@@ -224,40 +196,43 @@ def runs_claim(
     enqueue: bool = True,
     overlap: str = "",
 ) -> list[JobRun]:
-    """Insert the planned claims; enqueue the ones won that should run (unless the
-    caller executes them itself). Call inside a transaction: claim and enqueue commit
-    together. ``overlap``: the policy the runs follow instead of the job's (a backfill's)."""
-    rows = [_claim_row(job.name, subject, planned, trigger, now, overlap) for planned in plan]
-    won = sorted(sql.claim_runs(rows), key=lambda run: run.scheduled_for)
-    for run in won:
-        if enqueue and run.status == RunStatus.ENQUEUED:
-            enqueue_runs(job_name=job.name, run_ids=[run.id])
-    _claims_counted(job=job, won=won, attempted=len(rows), now=now)
+    """Claim the planned runs of one job (delayed, manual, backfill) and enqueue the ones
+    won that should run (unless the caller executes them itself); return them. Call
+    inside a transaction: claim and enqueue commit together. ``overlap``: the policy the
+    runs follow instead of the job's (a backfill's)."""
+    rows = [claim_row(job.name, subject, planned, trigger, now, overlap) for planned in plan]
+    won = claim_rows_insert(rows, now=now, enqueue=enqueue)
+    claims_log(won, now=now)
     return won
 
 
-def runs_claim_with_subject(
-    *, job: Job, planned: PlannedTick, subject: sql.SubjectInsert, now: datetime
-) -> tuple[tuple[Any, ...], JobRun | None]:
-    """Insert a new subject's row and claim its delayed run (``planned``, not yet due):
-    together, in one statement on PostgreSQL (``sql.claim_run_with_subject``). Returns the
-    subject's row as its INSERT returned it, and the run won."""
-    row = _claim_row(job.name, subject.subject_prefix, planned, Trigger.DELAYED, now)
-    inserted, run = sql.claim_run_with_subject(row, subject)
-    _claims_counted(job=job, won=[run] if run else [], attempted=1, now=now)
-    return inserted, run
+def claim_rows_insert(rows: list[sql.ClaimRow], *, now: datetime, enqueue: bool = True) -> list[JobRun]:
+    """Insert the claim rows (``sql.claim_runs``), count them per job, and enqueue one task
+    per run won that should run; return the runs won in claim key order.
+
+    The rows go in claim key order (job_name, subject, scheduled_for), so two servers
+    claiming the same ticks wait for each other's keys in the same order and cannot deadlock.
+    """
+    rows = sorted(rows, key=lambda row: (row.job_name, row.subject, row.scheduled_for))
+    won = sorted(sql.claim_runs(rows), key=lambda run: (run.job_name, run.subject, run.scheduled_for))
+    attempted, won_per_job = Counter(row.job_name for row in rows), Counter(run.job_name for run in won)
+    for job_name, count in attempted.items():
+        metrics.claims_count(job_name=job_name, won=won_per_job[job_name], attempted=count)
+    if enqueue:
+        enqueue_runs_many(tasks=[(run.job_name, [run.id]) for run in won if run.status == RunStatus.ENQUEUED])
+    return won
 
 
-def _claims_counted(*, job: Job, won: list[JobRun], attempted: int, now: datetime) -> None:
-    """The metrics and log lines of a claim; its events were written with the claims."""
-    metrics.claims_count(job_name=job.name, won=len(won), attempted=attempted)
+def claims_log(won: list[JobRun], *, now: datetime) -> None:
+    """The log lines of the runs a claim won (their events were written with the claims)."""
     for kind, runs in itertools.groupby(won, key=sql.claim_event_kind):
         runs_log(list(runs), kind=kind, now=now)
 
 
-def _claim_row(
+def claim_row(
     job_name: str, subject: str, planned: PlannedTick, trigger: Trigger, now: datetime, overlap: str = ""
 ) -> sql.ClaimRow:
+    """The claim of one planned run: due at its logical time, enqueued or skipped at ``now``."""
     return sql.ClaimRow(
         job_name=job_name,
         subject=subject,

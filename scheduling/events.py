@@ -9,8 +9,9 @@ from datetime import datetime
 
 from django.db import connection
 
+from scheduling import queries
 from scheduling.models import JobRun, JobRunEvent
-from tiffin.db import execute, int_array
+from tiffin.db import execute
 
 logger = logging.getLogger("scheduling.runs")
 
@@ -21,16 +22,6 @@ logger = logging.getLogger("scheduling.runs")
 BULK_ROWS = 1000
 
 
-# On PostgreSQL the events of one transition are one INSERT of four arrays: as model
-# instances through bulk_create, a batch of 200 runs cost the worker 200 objects and
-# 1,400 values adapted one by one (bench/profile_delayed.py).
-_RECORD_POSTGRESQL = (
-    "INSERT INTO job_run_events (run_id, at, kind, attempt, fence, worker, message) "
-    "SELECT run_id, %s, %s, attempt, fence, worker, %s "
-    "FROM unnest(%s::bigint[], %s::integer[], %s::bigint[], %s::text[]) AS e (run_id, attempt, fence, worker)"
-)
-
-
 def runs_record(runs: Sequence[JobRun], *, kind: str, now: datetime, message: str = "") -> None:
     """Record that ``runs`` went through transition ``kind`` (started, succeeded, ...)."""
     events_write(runs, kind=kind, now=now, message=message)
@@ -38,22 +29,32 @@ def runs_record(runs: Sequence[JobRun], *, kind: str, now: datetime, message: st
 
 
 def events_write(runs: Sequence[JobRun], *, kind: str, now: datetime, message: str = "") -> None:
-    """The event rows of ``runs_record`` alone, without the log lines."""
+    """The event rows of ``runs_record`` alone, without the log lines: on PostgreSQL one
+    INSERT of the runs as arrays (``queries.RECORD_EVENTS``)."""
     if not runs:
         return
     stored = message[:2000]
-    if connection.vendor == "postgresql":
-        columns = [int_array(run.id for run in runs), int_array(run.attempts for run in runs),
-                   int_array(run.fence for run in runs), [run.worker for run in runs]]  # fmt: skip
-        execute(_RECORD_POSTGRESQL, [now, kind, stored, *columns])
+    if connection.vendor == "sqlite":
+        events = [
+            JobRunEvent(
+                run_id=run.id,
+                at=now,
+                kind=kind,
+                attempt=run.attempts,
+                fence=run.fence,
+                worker=run.worker,
+                message=stored,
+            )
+            for run in runs
+        ]
+        JobRunEvent.objects.bulk_create(events, batch_size=BULK_ROWS)
         return
-    events = [
-        JobRunEvent(
-            run_id=run.id, at=now, kind=kind, attempt=run.attempts, fence=run.fence, worker=run.worker, message=stored
-        )
-        for run in runs
-    ]
-    JobRunEvent.objects.bulk_create(events, batch_size=BULK_ROWS)
+    params = {
+        "at": now, "kind": kind, "message": stored, "run_ids": [run.id for run in runs],
+        "attempts": [run.attempts for run in runs], "fences": [run.fence for run in runs],
+        "workers": [run.worker for run in runs],
+    }  # fmt: skip
+    execute(queries.RECORD_EVENTS, params)
 
 
 def runs_log(runs: Sequence[JobRun], *, kind: str, now: datetime, message: str = "") -> None:

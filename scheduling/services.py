@@ -11,8 +11,8 @@ from typing import Any
 
 from django.db import transaction
 
-from scheduling import cron, sql
-from scheduling.dispatch import runs_claim, runs_claim_with_subject
+from scheduling import cron, metrics, sql
+from scheduling.dispatch import claim_row, claims_log, runs_claim
 from scheduling.events import runs_record
 from scheduling.execution import runs_blocking, runs_call_handler, runs_running, runs_start
 from scheduling.models import JobRun, Overlap, RunStatus, Schedule, Trigger
@@ -77,8 +77,13 @@ def run_schedule_delayed_with_subject(
     job = _delayed_job(job_name)
     if not subject.subject_prefix:
         raise SchedulingError("a delayed run's subject needs a prefix, such as 'order:'")
-    planned = PlannedTick(scheduled_for, RunStatus.SCHEDULED)
-    return runs_claim_with_subject(job=job, planned=planned, subject=subject, now=now)
+    row = claim_row(
+        job.name, subject.subject_prefix, PlannedTick(scheduled_for, RunStatus.SCHEDULED), Trigger.DELAYED, now
+    )
+    inserted, run = sql.claim_run_with_subject(row, subject)
+    metrics.claims_count(job_name=job.name, won=1 if run else 0, attempted=1)
+    claims_log([run] if run else [], now=now)
+    return inserted, run
 
 
 def _delayed_job(job_name: str) -> Job:

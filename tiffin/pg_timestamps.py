@@ -17,6 +17,10 @@ subclass of Django's (which Django's own ``create_cursor`` compares by its ``tim
 - the session's ``TimeZone`` is UTC, which Django sets when it connects, so the compiled
   loader returns the same instant with that same ``datetime.timezone.utc``.
 
+Measured with and without it in one run (``python -m bench.profile_delayed --orders 2000``,
+four runs each, medians of client CPU per 1,000 orders): the worker's execute step 0.097 s
+with it, 0.162 s without (1.7x); the scheduler pass 0.040 s against 0.079 s.
+
 Each result set's loader checks the second condition again (a session that ran ``SET
 TIME ZONE`` falls back to Django's parsing); with either condition false, nothing changes.
 """

@@ -1,5 +1,5 @@
 """Fencing tokens carry an epoch: on PostgreSQL the primary's timeline above a 40-bit
-counter (scheduling.sql.NEXT_FENCE, docs/failover.md). The failover itself is the
+counter (scheduling.queries.NEXT_FENCE, docs/failover.md). The failover itself is the
 scenario tests/scenarios/test_failover_fence.py; here, one server: the token's parts,
 the counter's refusal at its limit, and the epoch in /metrics."""
 

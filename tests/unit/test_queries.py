@@ -1,0 +1,54 @@
+"""The statements of scheduling.queries are written out by hand: each column list and
+status list in them must be the one the code around them reads."""
+
+from __future__ import annotations
+
+import re
+
+from scheduling import queries
+from scheduling.models import DUE_STATUSES, JobRun
+from scheduling.sql import CLAIM_COLUMNS, SCHEDULE_DECLARED_COLUMNS
+
+RUN_COLUMNS = [field.column for field in JobRun._meta.concrete_fields]
+
+
+def _names(listed: str) -> list[str]:
+    return [name.strip() for name in listed.split(",")]
+
+
+def test_every_statement_returning_runs_returns_every_column_in_the_models_order():
+    # tiffin.db.instances_from_rows reads a run's values by the model's field order.
+    whole = {
+        "CLAIM_RUNS": queries.CLAIM_RUNS,
+        "CLAIM_RUNS_SQLITE": queries.CLAIM_RUNS_SQLITE,
+        "ENQUEUE_DUE_RUNS": queries.ENQUEUE_DUE_RUNS,
+        "START_RUNS": queries.START_RUNS,
+    }
+    for name, statement in whole.items():
+        lists = re.findall(r"(?:RETURNING|SELECT) (id, job_name,.*?)\s+(?:\)|FROM|$)", statement, re.S)
+        assert lists, name
+        for listed in lists:
+            assert _names(listed) == RUN_COLUMNS, name
+
+
+def test_every_claim_inserts_the_claim_rows_columns_in_their_order():
+    # The claim with a subject passes its values positionally, in ClaimRow's field order.
+    for statement in (queries.CLAIM_RUNS, queries.CLAIM_RUN_WITH_SUBJECT, queries.CLAIM_RUNS_SQLITE):
+        (listed,) = re.findall(r"INSERT INTO job_runs \((.*?)\)", statement, re.S)
+        assert _names(listed) == list(CLAIM_COLUMNS)
+    (arrays,) = re.findall(r"unnest\((.*?)\n    \)", queries.CLAIM_RUNS, re.S)
+    assert re.findall(r"%\((\w+)\)s", arrays) == list(CLAIM_COLUMNS)
+    (keys,) = re.findall(r"SELECT (value.*?)\nFROM", queries.CLAIM_RUNS_SQLITE, re.S)
+    assert re.findall(r"value ->> '(\w+)'", keys) == list(CLAIM_COLUMNS)
+    (positional,) = re.findall(r"VALUES \((.*)\)\n", queries.CLAIM_RUN_WITH_SUBJECT)
+    assert positional.count("%s") == len(CLAIM_COLUMNS)
+
+
+def test_the_due_statuses_are_the_partial_index_ones():
+    (listed,) = re.findall(r"status IN \((.*?)\)", queries.ENQUEUE_DUE_RUNS)
+    assert [name.strip("'") for name in _names(listed)] == list(DUE_STATUSES)
+
+
+def test_the_schedule_states_read_the_declared_columns_in_order():
+    (listed,) = re.findall(r"s\.paused,(.*?),\s+CASE", queries.SCHEDULE_STATES, re.S)
+    assert [name.removeprefix("s.") for name in _names(listed)] == list(SCHEDULE_DECLARED_COLUMNS)
