@@ -15,6 +15,7 @@ def _result(mode: str, **figures: int) -> ModeResult:
         "ticks_run_twice": 0,
         "charges_made_again": 0,
         "tokens_repeated": 0,
+        "transfers_doubled": 0,
     }
     return ModeResult(mode=mode, faults="kill", recovery_seconds=2.5, **{**counts, **figures})
 
@@ -34,9 +35,14 @@ def test_the_asynchronous_mode_may_lose_claims_but_never_repeat_a_token() -> Non
     assert _result("asynchronous", tokens_repeated=1).problems() == ["1 tokens repeated"]
 
 
+@pytest.mark.parametrize("mode", ["synchronous", "asynchronous"])
+def test_a_transfer_doubled_at_the_provider_fails_either_mode(mode: str) -> None:
+    assert _result(mode, transfers_doubled=1).problems() == ["1 transfers doubled at provider"]
+
+
 def test_a_row_has_every_column() -> None:
     row = _result("asynchronous", claims_lost=6).row()
-    assert row == "| asynchronous | kill | 6 | 0 | 0 | 0 | 0 | 2.5 s |"
+    assert row == "| asynchronous | kill | 6 | 0 | 0 | 0 | 0 | 0 | 2.5 s |"
 
 
 def test_an_unknown_mode_is_refused_before_anything_starts(capsys: pytest.CaptureFixture[str]) -> None:
