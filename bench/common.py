@@ -31,8 +31,9 @@ import psycopg
 from psycopg import sql as pgsql
 
 from bench.guardian import GRACE_SECONDS
-from simulation.pooler import Upstream, pgbouncer_accepts, pgbouncer_binary, pgbouncer_prepare
-from simulation.processes import descendants, group_members, proc_stat, stop_group
+from support import databases
+from support.pgbouncer import Upstream, pgbouncer_accepts, pgbouncer_binary, pgbouncer_prepare
+from support.processes import descendants, group_members, proc_stat, stop_group
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -59,10 +60,8 @@ SERVER_STARTS: dict[str, Any] = {}
 
 def database_create(name: str) -> str:
     """Drop and create ``tiffin_bench_<name>``, migrate it with ``manage.py migrate``; return its URL."""
-    dbname = DATABASE_PREFIX + name
     with psycopg.connect(f"{SERVER_URL}/postgres", autocommit=True) as conn:
-        conn.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(pgsql.Identifier(dbname)))
-        conn.execute(pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(dbname)))
+        databases.database_create(conn, DATABASE_PREFIX + name)
     url = database_url(name)
     manage("migrate", "--noinput", "--verbosity", "0", "--skip-checks", url=url)
     SERVER_STARTS.setdefault("first", server_started_at())
@@ -70,19 +69,11 @@ def database_create(name: str) -> str:
 
 
 def database_clone(source: str, name: str) -> str:
-    """Drop ``tiffin_bench_<name>`` and create it as a copy of ``tiffin_bench_<source>``
-    (``CREATE DATABASE ... TEMPLATE ... STRATEGY FILE_COPY``: the files copied whole,
-    after a checkpoint, rather than written through the WAL block by block, which took
-    minutes for the largest sizes); return its URL. Nothing may be connected to the
-    source: close this process's connections first."""
+    """Drop ``tiffin_bench_<name>`` and create it as a file copy of ``tiffin_bench_<source>``;
+    return its URL. Nothing may be connected to the source: close this process's
+    connections first."""
     with psycopg.connect(f"{SERVER_URL}/postgres", autocommit=True) as conn:
-        target = pgsql.Identifier(DATABASE_PREFIX + name)
-        conn.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(target))
-        conn.execute(
-            pgsql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
-                target, pgsql.Identifier(DATABASE_PREFIX + source)
-            )
-        )
+        databases.database_create(conn, DATABASE_PREFIX + name, template=DATABASE_PREFIX + source, file_copy=True)
     return database_url(name)
 
 
@@ -90,8 +81,7 @@ def database_drop(name: str) -> None:
     """Drop ``tiffin_bench_<name>`` (a benchmark whose data takes gigabytes cleans up after
     itself); close this process's own connections to it first."""
     with psycopg.connect(f"{SERVER_URL}/postgres", autocommit=True) as conn:
-        dbname = DATABASE_PREFIX + name
-        conn.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(pgsql.Identifier(dbname)))
+        databases.database_drop(conn, DATABASE_PREFIX + name)
 
 
 def server_started_at() -> Any:
@@ -300,7 +290,7 @@ BENCH_POOL_SIZE = 20
 @contextmanager
 def pgbouncer_started(logs: Path) -> Iterator[int]:
     """A transaction-mode PgBouncer of this benchmark's own in front of the server, set up
-    as the simulation's (``simulation.pooler``) and started as a child like any other (its
+    as the simulation's (``support.pgbouncer``) and started as a child like any other (its
     own group, registered with the guardian, stopped with the benchmark); yield its port."""
     binary = pgbouncer_binary()
     if binary is None:

@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Iterable
 
-from simulation.processes import group_members
+from support.processes import group_members
 
 # How long a group gets between SIGTERM and SIGKILL, here and in bench.common's
 # group_stop: the project's worker stops its cluster cleanly in well under the default.

@@ -41,11 +41,11 @@ from django.db.models import QuerySet
 from payouts.models import PAYOUT_JOB
 from scheduling import cron
 from scheduling.models import JobRun, RunStatus, Trigger
-from simulation.pooler import Pooled
 from simulation.probe_jobs import SETTLEMENT_TIMEOUT_SECONDS
-from simulation.processes import Process, wait_for
 from simulation.report import run_story
 from simulation.runner import TARGET_JOB, Simulation, SimulationPlan, _pid
+from support.pgbouncer import Pooled
+from support.processes import Process, wait_for
 
 MAX_SKEW_SECONDS = 90.0
 # Faults per simulated hour (beside the payout kill), an eighth of them of each of the seven

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulation.processes import PROJECT_DIR, sigterm_exits, stop_group
+from support.processes import PROJECT_DIR, sigterm_exits, stop_group
 
 BREAK_VARIABLE = "TIFFIN_SIMULATE_BREAK"  # simulation.probe_jobs.BREAK_VARIABLE
 # How long a seed's simulate gets to stop its servers (Fleet's grace is 10 s) on SIGTERM.

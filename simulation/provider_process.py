@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulation.processes import PROJECT_DIR, stop_group
+from support.processes import PROJECT_DIR, stop_group
 
 
 @dataclass

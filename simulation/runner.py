@@ -3,7 +3,7 @@
 Each server is what production runs on every machine, split in two processes so faults
 can target either: ``manage.py worker --no-scheduler`` (the django-q2 cluster) and
 ``manage.py run_scheduler``. All share one accelerated clock; schedulers may be skewed.
-Processes are started and stopped through ``simulation.processes``, the code the failure
+Processes are started and stopped through ``support.processes``, the code the failure
 scenarios use too.
 """
 
@@ -26,8 +26,8 @@ from django.db import close_old_connections
 from django.db.models import QuerySet
 
 from scheduling.models import LIVE_STATUSES, JobRun, RunStatus
-from simulation.processes import Fleet, Process, SimulatedTime
 from simulation.report import run_story
+from support.processes import Fleet, Process, SimulatedTime
 
 # The job whose run a crash or a pause is aimed at by default (it lasts three minutes of
 # every ten); `simulate --fault-job` names another (the demo's: weekly-payouts).

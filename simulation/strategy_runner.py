@@ -40,9 +40,7 @@ from operations.monitoring import runs_check
 from scheduling import cron
 from scheduling.models import JobRun, RunStatus
 from scheduling.schedules import schedules_register
-from simulation import pooler
 from simulation.models import StrategyRun
-from simulation.processes import Fleet, Process, SimulatedTime, wait_for
 from simulation.services import simulation_reset
 from simulation.strategies import (
     LEASE_SECONDS,
@@ -55,6 +53,8 @@ from simulation.strategies import (
     redis_client,
     redis_problem,
 )
+from support import pgbouncer
+from support.processes import Fleet, Process, SimulatedTime, wait_for
 
 LONG_RUN_SECONDS = 200.0
 PAUSE_AFTER = timedelta(seconds=30)
@@ -203,7 +203,7 @@ def case_problem(case: StrategyCase) -> str:
     postgres = connection.vendor == "postgresql"
     if (case.strategy.needs_postgres or case.pooled) and not postgres:
         return "needs PostgreSQL (DATABASE_URL is not postgres://)"
-    if case.pooled and pooler.pgbouncer_binary() is None:
+    if case.pooled and pgbouncer.pgbouncer_binary() is None:
         return "needs pgbouncer (make scenario-deps, or apt-get install pgbouncer)"
     if case.strategy.needs_redis:
         return redis_problem()
@@ -396,7 +396,7 @@ def _database_url(case: StrategyCase) -> Iterator[dict[str, str]]:
     if not case.pooled:
         yield {}
         return
-    with pooler.pooled_database(settings.DATABASES["default"]) as pooled:
+    with pgbouncer.pooled_database(settings.DATABASES["default"]) as pooled:
         yield {"DATABASE_URL": pooled.url}
 
 

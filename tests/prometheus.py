@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import urllib.parse
 import urllib.request
@@ -20,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from simulation.processes import PROJECT_DIR, stop_group, wait_for
+from support.ports import free_port
+from support.processes import PROJECT_DIR, stop_group, wait_for
 
 RULES = PROJECT_DIR / "deploy" / "prometheus" / "alerts.yml"
 RULE_TESTS = PROJECT_DIR / "deploy" / "prometheus" / "alerts.test.yml"
@@ -42,13 +42,6 @@ def promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProces
     return subprocess.run(
         [binary("promtool"), *args], input=stdin, capture_output=True, text=True, timeout=60, check=False
     )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 class PrometheusServer:

@@ -29,6 +29,8 @@ from email.message import Message
 from pathlib import Path
 from typing import Any
 
+from support.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -87,13 +89,6 @@ class RunningSmtpServer:
         """Queue faults for the next messages' DATA (module doc)."""
         with (self.directory / "faults").open("a") as file:
             file.writelines(f"{fault}\n" for fault in faults)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _accepting(port: int) -> bool:

@@ -53,7 +53,7 @@ from bench.common import (
     sql_run,
 )
 from bench.peers.record import STARTS_TABLE
-from simulation.processes import descendants
+from support.processes import descendants
 
 NAME = "cancellations_peers"
 MODULE = "bench.peers.cancellations"

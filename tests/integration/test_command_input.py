@@ -22,7 +22,7 @@ from django.db import connection
 from orders.models import Order
 from payouts.models import Payout
 from scheduling.models import JobRun, Schedule
-from simulation.processes import PROJECT_DIR
+from support.processes import PROJECT_DIR
 from tiffin.cli import TiffinCommand
 
 NOW = datetime(2027, 3, 22, 12, 0, tzinfo=UTC)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.client
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,8 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from simulation.processes import PROJECT_DIR, stop_group, wait_for
+from support.ports import free_port
+from support.processes import PROJECT_DIR, stop_group, wait_for
 
 # The test database is created for tests marked django_db only; the workers use it. No
 # transaction around each test: on SQLite it would hold the write lock the workers need.
@@ -53,12 +53,6 @@ class WebServer:
         return set(re.findall(rf"^<(\d+)> GET {path} ", self.log.read_text(), flags=re.MULTILINE))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _database_url() -> str:
     db = connection.settings_dict
     if connection.vendor == "postgresql":
@@ -70,7 +64,7 @@ def _database_url() -> str:
 def web(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[WebServer]:
     """gunicorn with two single-threaded workers (so concurrent requests reach both) on
     the test database, in its own process group, stopped whatever the test did."""
-    port, log = _free_port(), tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
+    port, log = free_port(), tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
     env = {
         **os.environ,
         "DATABASE_URL": _database_url(),

@@ -5,7 +5,6 @@ receives them; channels that fail are logged and change nothing else."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from scheduling.execution import runs_execute
 from scheduling.models import FenceCounter, JobRun, Misfire, ProblemKind, RunAlert, RunStatus, Trigger
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
+from support.ports import free_port
 from tests.engine import T0, drain_queue, make_job
 
 NOW = T0
@@ -83,10 +83,7 @@ def executable(transactional_db):
 @pytest.fixture
 def closed_port_url() -> str:
     """A URL nothing listens on (connection refused)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/hook"
+    return f"http://127.0.0.1:{free_port()}/hook"
 
 
 def _dead_run(scheduled_for, job=HOURLY):

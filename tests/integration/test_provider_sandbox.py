@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import stripe
 
-from simulation.processes import PROJECT_DIR, stop_group, wait_for
 from simulation.provider_process import RunningSandbox, running_sandbox, start_sandbox
+from support.processes import PROJECT_DIR, stop_group, wait_for
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]
 

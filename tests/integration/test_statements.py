@@ -40,9 +40,10 @@ from statements.services import (
     statement_record_sent,
     statements_send_due,
 )
+from support.ports import free_port
 from tests.engine import pay
 from tests.fences import TokenOnly
-from tests.smtp_sink import RunningSmtpServer, free_port, running_smtp_server
+from tests.smtp_sink import RunningSmtpServer, running_smtp_server
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 

@@ -30,7 +30,6 @@ import pwd
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -41,7 +40,8 @@ from typing import TypedDict
 
 import pytest
 
-from simulation.processes import stop_group
+from support.ports import free_port
+from support.processes import stop_group
 from tests.scenarios.harness import PostgresServer, Scenario
 
 SUPERUSER = "postgres"
@@ -72,12 +72,6 @@ def postgres_bindir() -> Path:
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class _Owner(TypedDict):
@@ -120,7 +114,7 @@ def _run_tool(args: list[str], *, timeout: float, what: str) -> None:
 class ThrowawayCluster:
     bindir: Path
     directory: Path
-    port: int = field(default_factory=_free_port)
+    port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     # Settings over SERVER_SETTINGS (the replicated pair commits synchronously, as production does).
     settings: dict[str, str] = field(default_factory=dict)

@@ -1,7 +1,7 @@
 """``python -m tests.scenarios.failover_table`` (``make failover``): the database's primary
 killed under the running app, once per replication mode, and a table of what it cost.
 
-Each mode runs a scheduler and a worker of the app (``simulation.processes.Fleet``, as the
+Each mode runs a scheduler and a worker of the app (``support.processes.Fleet``, as the
 scenarios do) against a throwaway cluster, never the machine's server, reached through
 libpq's multi-host URL (``target_session_attrs=read-write``), at an accelerated clock with
 the simulation's probe jobs: a probe charges once per tick, guarded and fenced like a
@@ -52,8 +52,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from simulation.processes import PROJECT_DIR, Fleet, SimulatedTime, sigterm_exits, wait_for
 from simulation.provider_process import RunningSandbox, running_sandbox
+from support.processes import PROJECT_DIR, Fleet, SimulatedTime, sigterm_exits, wait_for
 from tests.scenarios.harness import PROCESS_ENVIRONMENT, PostgresServer, Scenario, ScenarioDatabase
 
 DATABASE = "tiffin_failover_table"

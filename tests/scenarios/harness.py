@@ -1,5 +1,5 @@
 """The failure scenarios' harness: a fresh PostgreSQL database per scenario, real
-processes started through ``simulation.processes`` (the code ``manage.py simulate``
+processes started through ``support.processes`` (the code ``manage.py simulate``
 uses), and read-only SQL for the assertions.
 
 Databases are cloned from a template migrated once per session (CREATE DATABASE ...
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from scheduling import cron
-from simulation.processes import PROJECT_DIR, Fleet, Process, SimulatedTime, wait_for, wait_while_progressing
+from support.databases import database_create, database_drop
+from support.processes import PROJECT_DIR, Fleet, Process, SimulatedTime, wait_for, wait_while_progressing
 
 # Every scenario process gets these: scheduler loops sleep at most 0.2 real seconds (ticks
 # and due runs are seen promptly), django-q2 polls its queue every 0.05 s.
@@ -64,16 +64,12 @@ class PostgresServer:
         )
 
     def create_database(self, name: str, *, template: str | None = None) -> None:
-        statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
-        if template:
-            statement += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
         with self.connect() as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-            conn.execute(statement)
+            database_create(conn, name, template=template)
 
     def drop_database(self, name: str) -> None:
         with self.connect() as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            database_drop(conn, name)
 
     def wait_ready(self, *, timeout: float = 60) -> None:
         def ready() -> bool:

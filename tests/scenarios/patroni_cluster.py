@@ -54,8 +54,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from simulation.processes import stop_group, wait_for
-from tests.scenarios.cluster import SUPERUSER, _as_owner, _free_port
+from support.ports import free_port
+from support.processes import stop_group, wait_for
+from tests.scenarios.cluster import SUPERUSER, _as_owner
 from tests.scenarios.harness import PostgresServer
 
 BINDIR = Path("/usr/lib/postgresql/15/bin")
@@ -99,8 +100,8 @@ def patroni_executables() -> tuple[str, str]:
 class Member:
     name: str
     directory: Path
-    port: int = field(default_factory=_free_port)
-    api_port: int = field(default_factory=_free_port)
+    port: int = field(default_factory=free_port)
+    api_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -194,8 +195,8 @@ class Member:
 class PatroniCluster:
     directory: Path
     members: list[Member]
-    etcd_port: int = field(default_factory=_free_port)
-    etcd_peer_port: int = field(default_factory=_free_port)
+    etcd_port: int = field(default_factory=free_port)
+    etcd_peer_port: int = field(default_factory=free_port)
     etcd: subprocess.Popen[bytes] | None = None
     # Every process seen under this cluster's processes, as (pid, start time): killed at stop if still there.
     started: set[tuple[int, int]] = field(default_factory=set)

@@ -1,4 +1,4 @@
-"""PgBouncer for the pooler scenarios (``simulation.pooler`` runs it), its statistics,
+"""PgBouncer for the pooler scenarios (``support.pgbouncer`` runs it), its statistics,
 and a sampler of the advisory locks held outside transactions."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from simulation import pooler as simulation_pooler
+from support import pgbouncer as shared_pgbouncer
 from tests.scenarios.harness import PostgresServer
 
 # Advisory locks held by a backend that is not inside a transaction: a session-level
@@ -30,7 +30,7 @@ WHERE l.locktype = 'advisory' AND d.datname = %s
 def pgbouncer_binary() -> str:
     """The pgbouncer executable; skips the scenario when it is missing, except in CI,
     where `make scenario-deps` must have installed it."""
-    found = simulation_pooler.pgbouncer_binary()
+    found = shared_pgbouncer.pgbouncer_binary()
     if found:
         return found
     message = "pgbouncer is not installed (run `make scenario-deps` as root, or apt-get install pgbouncer)"
@@ -42,10 +42,8 @@ def pgbouncer_binary() -> str:
 @contextmanager
 def pgbouncer(server: PostgresServer) -> Iterator[int]:
     """Run a transaction-mode PgBouncer in front of ``server``; yield its port."""
-    upstream = simulation_pooler.Upstream(
-        host=server.host, port=server.port, user=server.user, password=server.password
-    )
-    with simulation_pooler.pgbouncer(upstream, binary=pgbouncer_binary()) as port:
+    upstream = shared_pgbouncer.Upstream(host=server.host, port=server.port, user=server.user, password=server.password)
+    with shared_pgbouncer.pgbouncer(upstream, binary=pgbouncer_binary()) as port:
         yield port
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -16,7 +15,8 @@ from contextlib import contextmanager
 import pytest
 import redis
 
-from simulation.processes import stop_group, wait_for
+from support.ports import free_port
+from support.processes import stop_group, wait_for
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
@@ -26,12 +26,6 @@ def _answers(url: str) -> bool:
         return bool(redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2).ping())
     except redis.RedisError:
         return False
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager
@@ -47,7 +41,7 @@ def redis_for_scenarios() -> Iterator[str]:
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-    port = _free_port()
+    port = free_port()
     workdir = tempfile.mkdtemp(prefix="tiffin-redis-")
     command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
     process = subprocess.Popen(

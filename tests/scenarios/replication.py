@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import signal
 
-from simulation.processes import wait_for
+from support.processes import wait_for
 from tests.scenarios.harness import PostgresServer
 
 

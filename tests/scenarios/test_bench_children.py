@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bench.common import ROOT
-from simulation.processes import group_members, proc_stat
+from support.processes import group_members, proc_stat
 
 pytestmark = pytest.mark.scenario
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from simulation.processes import wait_for
+from support.processes import wait_for
 from tests.scenarios.harness import Scenario
 from tests.scenarios.ledger import assert_ledger_correct
 

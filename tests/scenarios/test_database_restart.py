@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from simulation.processes import SimulatedTime
+from support.processes import SimulatedTime
 from tests.scenarios.cluster import PrivateScenario, ThrowawayCluster
 from tests.scenarios.harness import PostgresServer, Scenario
 from tests.scenarios.ledger import assert_ledger_correct

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from simulation.processes import wait_for
+from support.processes import wait_for
 from tests.scenarios.harness import Scenario
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduling.models import IN_FLIGHT_STATUSES
-from simulation.processes import SimulatedTime, wait_for
+from support.processes import SimulatedTime, wait_for
 from tests.scenarios.harness import STALL_SECONDS, Scenario
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]

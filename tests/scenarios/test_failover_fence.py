@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from simulation.processes import PROJECT_DIR, stop_group, wait_for
+from support.processes import PROJECT_DIR, stop_group, wait_for
 from tests.scenarios.cluster import ThrowawayCluster, replicated_pair
 from tests.scenarios.harness import PostgresServer
 from tests.scenarios.replication import pause_wal_sender, wait_replayed

@@ -37,8 +37,8 @@ from pathlib import Path
 
 import pytest
 
-from simulation.processes import PROJECT_DIR, Fleet, SimulatedTime, wait_for
 from simulation.services import PROBE_JOB, SETTLEMENT_JOB
+from support.processes import PROJECT_DIR, Fleet, SimulatedTime, wait_for
 from tests.scenarios.harness import PROCESS_ENVIRONMENT, Scenario, ScenarioDatabase
 from tests.scenarios.patroni_cluster import PatroniCluster, patroni_cluster
 

@@ -34,8 +34,8 @@ from typing import Any
 
 import pytest
 
-from simulation.processes import Fleet, SimulatedTime
 from simulation.provider_process import running_sandbox
+from support.processes import Fleet, SimulatedTime
 from tests.scenarios.cluster import ThrowawayCluster, replicated_pair
 from tests.scenarios.harness import PROCESS_ENVIRONMENT, Scenario, ScenarioDatabase
 from tests.scenarios.replication import pause_wal_sender, wait_replayed

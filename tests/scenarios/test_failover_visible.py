@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from simulation.processes import PROJECT_DIR, stop_group
+from support.processes import PROJECT_DIR, stop_group
 from tests.scenarios.cluster import ThrowawayCluster, replicated_pair
 from tests.scenarios.harness import PostgresServer
 from tests.scenarios.replication import wait_replayed

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from simulation.processes import SimulatedTime
+from support.processes import SimulatedTime
 from tests.scenarios.harness import (
     STALL_SECONDS,
     PostgresServer,

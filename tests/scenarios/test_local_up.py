@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from simulation.processes import PROJECT_DIR, descendants, proc_stat, wait_for
-from tests.prometheus import free_port
+from support.ports import free_port
+from support.processes import PROJECT_DIR, descendants, proc_stat, wait_for
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(240)]
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from simulation.processes import SimulatedTime, wait_for
+from support.ports import free_port
+from support.processes import SimulatedTime, wait_for
 from tests import prometheus
 from tests.scenarios.harness import Scenario
 
@@ -100,9 +101,9 @@ def test_prometheus_answers_what_job_runs_holds(scenario: Scenario, tmp_path: Pa
         "METRICS_MULTIPROC_DIR": str(tmp_path / "metrics"),
         "SCHEDULING_EXTRA_JOB_MODULES": "tests.scenarios.jobs.metered",
     }
-    port = prometheus.free_port()
+    port = free_port()
     scenario.fleet.start("web", ["runserver", "--noreload", "--skip-checks", f"127.0.0.1:{port}"], env=env)
-    worker_ports = [prometheus.free_port() for _ in range(2)]
+    worker_ports = [free_port() for _ in range(2)]
     for i, worker_port in enumerate(worker_ports):
         worker_env = {**env, "Q_WORKERS": "2", "METRICS_WORKER_PORT": str(worker_port)}
         scenario.fleet.start(f"worker-{i}", ["worker"], env=worker_env)

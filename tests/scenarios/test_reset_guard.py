@@ -28,7 +28,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from simulation.processes import PROJECT_DIR
+from support.processes import PROJECT_DIR
 from tests.scenarios.harness import PostgresServer, ScenarioDatabase
 from tests.scenarios.ledger import assert_ledger_correct
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from simulation.processes import PROJECT_DIR, descendants, group_members, proc_stat, stop_group, wait_for
+from support.processes import PROJECT_DIR, descendants, group_members, proc_stat, stop_group, wait_for
 from tests.scenarios.harness import Scenario
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]

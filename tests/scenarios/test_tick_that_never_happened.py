@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduling import cron
-from simulation.processes import SimulatedTime
+from support.processes import SimulatedTime
 from tests.scenarios.harness import BOOT_STALL_SECONDS, Scenario, unjustified_skips
 from tests.scenarios.ledger import assert_ledger_correct, weeks_due
 

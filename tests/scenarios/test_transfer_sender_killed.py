@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from simulation.processes import PROJECT_DIR, SimulatedTime, stop_group, wait_for
 from simulation.provider_process import running_sandbox
+from support.processes import PROJECT_DIR, SimulatedTime, stop_group, wait_for
 from tests.scenarios.harness import Scenario
 from transfers import provider
 

@@ -1,6 +1,6 @@
 """The scenarios' waits follow the system's progress: a busy machine gets as long as the
 work keeps moving, and a stuck system fails a stall's length after its last step, not
-after a fixed number of seconds (``simulation.processes.wait_while_progressing``)."""
+after a fixed number of seconds (``support.processes.wait_while_progressing``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from simulation.processes import SimulatedTime, wait_while_progressing
+from support.processes import SimulatedTime, wait_while_progressing
 from tests.scenarios.harness import BOOT_STALL_SECONDS, Scenario
 from tests.scenarios.workloads import PROBE_SPEED, PROBE_START
 

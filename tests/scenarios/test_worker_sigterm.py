@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from simulation.processes import PROJECT_DIR, group_members, wait_for
+from support.processes import PROJECT_DIR, group_members, wait_for
 from tests.scenarios.harness import Scenario
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(240)]

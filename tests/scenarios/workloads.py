@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from simulation.processes import SimulatedTime
+from support.processes import SimulatedTime
 from tests.scenarios.harness import (
     Scenario,
     charges_per_tick,

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from simulation.processes import PROJECT_DIR
+from support.processes import PROJECT_DIR
 
 # Set Django up (the app's ready() prepares the directory), say so, then wait for stdin to close.
 LIVE = "import django, sys; django.setup(); print('ready', flush=True); sys.stdin.read()"

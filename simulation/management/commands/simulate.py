@@ -19,9 +19,7 @@ from django.core.management.base import CommandError, CommandParser
 from django.db import connection
 
 from scheduling.registry import registry
-from simulation import pooler
 from simulation.chaos import DEFAULT_RATE, ChaosRecord, ChaosSchedule, ChaosSimulation, chaos_schedule
-from simulation.processes import sigterm_exits
 from simulation.report import JobTicks, SimulationReport, simulation_report
 from simulation.runner import (
     TARGET_JOB,
@@ -35,6 +33,8 @@ from simulation.runner import (
 from simulation.services import PROBE_JOBS, SimulationResetError, simulation_reset, simulation_state_counts
 from simulation.strategy_command import strategy_command
 from simulation.strategy_runner import add_strategy_arguments, strategy_requested
+from support import pgbouncer
+from support.processes import sigterm_exits
 from tiffin import clock
 from tiffin.cli import TiffinCommand, parse_finite, parse_instant
 
@@ -131,7 +131,7 @@ class Command(TiffinCommand):
         chaos = _chaos(options, plan)
         if options["pooler"] and connection.vendor != "postgresql":
             raise CommandError("--pooler puts the processes behind PgBouncer: it needs a postgres:// DATABASE_URL")
-        if options["pooler"] and pooler.pgbouncer_binary() is None:
+        if options["pooler"] and pgbouncer.pgbouncer_binary() is None:
             raise CommandError("--pooler needs pgbouncer (make scenario-deps, or apt-get install pgbouncer)")
         self._prepare(reset=options["reset"])
         log_dir = Path(options["log_dir"] or tempfile.mkdtemp(prefix="tiffin-simulate-"))
@@ -176,13 +176,13 @@ class Command(TiffinCommand):
 
 
 @contextmanager
-def _pooled(*, enabled: bool) -> Iterator[pooler.Pooled | None]:
+def _pooled(*, enabled: bool) -> Iterator[pgbouncer.Pooled | None]:
     """With ``--pooler``, a private transaction-mode PgBouncer in front of the database for
     the run's processes (the command's own connections stay direct); stopped after the run."""
     if not enabled:
         yield None
         return
-    with pooler.pooled_database(settings.DATABASES["default"]) as pooled:
+    with pgbouncer.pooled_database(settings.DATABASES["default"]) as pooled:
         yield pooled
 
 
