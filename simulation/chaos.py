@@ -96,6 +96,12 @@ class ChaosKind(StrEnum):
 
 # The provider's faults: drawn after the payout tick, when there are transfers to send.
 _PROVIDER_KINDS = (ChaosKind.PROVIDER_COMMIT_TIMEOUT, ChaosKind.PROVIDER_COMMIT_500, ChaosKind.PROVIDER_DOWN)
+# The provider's faults recover in minutes (a retry with the same key): their quiet end is
+# the last 15 % of the run, not 25 %.
+PROVIDER_QUIET_END = 0.15
+# Simulated time from the payout kill to its run's retry writing the payouts and their
+# transfers: the payout job's 600 s timeout abandons it, and a worker takes the retry.
+PAYOUT_RETRIED = timedelta(minutes=12)
 # Real milliseconds a commit-then-timeout holds the connection: past the request's timeout.
 COMMIT_TIMEOUT_HOLD_MS = round(SIMULATED_PROVIDER_TIMEOUT_SECONDS * 2000)
 
@@ -147,7 +153,7 @@ class ChaosFault:
             ChaosKind.PROVIDER_COMMIT_500: f"the provider commits the next {self.requests} transfer requests, "
             "then answers 500",
             ChaosKind.PROVIDER_DOWN: f"the provider answers 503 to every request for {_hms(self.lasting)}",
-            ChaosKind.SENDER_KILL: "hold the provider's answers to a send-transfers run, pin its local write, "
+            ChaosKind.SENDER_KILL: "slow the provider's answers to a send-transfers run, pin its local write, "
             f"SIGKILL its worker between the two, restart {_hms(self.lasting)} later",
         }[self.kind]
         return f"+{at} {self.kind}: {what}"
@@ -198,15 +204,14 @@ def chaos_schedule(
     extra = max(0, total - each * len(kinds))
     drawn = [*kinds * each, *rng.choices(kinds, weights=[_WEIGHTS[k] for k in kinds], k=extra)]
     payout = _payout_instant(start, first, last) if postgres else None
-    # The provider's faults after the payout tick (a provider fault before it meets no request).
-    sending_from = _payout_instant(start, first, last) or first
+    sending_from, sending_to = _sending_window(start, duration, first, last)
     timed = sorted((timedelta(seconds=round(rng.uniform(
-        (sending_from if kind in _PROVIDER_KINDS else first).total_seconds(), last.total_seconds()))), kind)
-        for kind in drawn)  # fmt: skip
-    if payout is not None:  # the sender kill a second after the payout kill: transfers go after the payouts
-        timed = sorted(
-            [*timed, (payout, ChaosKind.PAYOUT_KILL), (payout + timedelta(seconds=1), ChaosKind.SENDER_KILL)]
-        )
+        *((sending_from, sending_to) if kind in _PROVIDER_KINDS else (first.total_seconds(), last.total_seconds()))
+    ))), kind) for kind in drawn)  # fmt: skip
+    if payout is not None:
+        timed = sorted([*timed, (payout, ChaosKind.PAYOUT_KILL)])
+        if sending_from > payout.total_seconds():  # first in the window where transfers are sent
+            timed = sorted([*timed, (timedelta(seconds=sending_from), ChaosKind.SENDER_KILL)])
     members, joined = list(range(1, servers + 1)), servers
     faults = []
     for index, (at, kind) in enumerate(timed):
@@ -244,7 +249,7 @@ def _fault(rng: random.Random, kind: ChaosKind, at: timedelta, server: int) -> C
     if kind in (ChaosKind.PROVIDER_COMMIT_TIMEOUT, ChaosKind.PROVIDER_COMMIT_500):
         return ChaosFault(kind, at, server, requests=rng.randint(1, 3))
     if kind == ChaosKind.PROVIDER_DOWN:  # the backoff doubles a few times; retried before the end
-        return ChaosFault(kind, at, server, lasting=_seconds(rng, 60, 240))
+        return ChaosFault(kind, at, server, lasting=_seconds(rng, 60, 180))
     return ChaosFault(kind, at, server)
 
 
@@ -254,6 +259,18 @@ def _skew(rng: random.Random) -> float:
 
 def _seconds(rng: random.Random, low: float, high: float) -> timedelta:
     return timedelta(seconds=round(rng.uniform(low, high)))
+
+
+def _sending_window(start: datetime, duration: timedelta, first: timedelta, last: timedelta) -> tuple[float, float]:
+    """Seconds into the run between which the provider's faults come: from PAYOUT_RETRIED
+    after the payout kill (its run's transfers are written once its retry succeeded) to
+    the provider's quiet end; the whole active window if there is no payout tick in it, or
+    no room after it."""
+    payout = _payout_instant(start, first, last)
+    end = duration * (1 - PROVIDER_QUIET_END)
+    if payout is None or payout + PAYOUT_RETRIED >= end:
+        return first.total_seconds(), last.total_seconds()
+    return (payout + PAYOUT_RETRIED).total_seconds(), end.total_seconds()
 
 
 def _payout_instant(start: datetime, first: timedelta, last: timedelta) -> timedelta | None:
@@ -322,7 +339,7 @@ class ChaosSimulation(Simulation):
     def _injections(self) -> Iterator[tuple[datetime, Callable[[], None]]]:
         instants = [self.plan.start + fault.at for fault in self.schedule.faults]
         for index, fault in enumerate(self.schedule.faults):
-            self.next_at = instants[index + 1] if index + 1 < len(instants) else self._quiet_from()
+            self.next_at = instants[index + 1] if index + 1 < len(instants) else self._quiet_from(fault.kind)
             yield instants[index], partial(self._chaos, fault)
 
     def _start_servers(self) -> None:
@@ -334,7 +351,7 @@ class ChaosSimulation(Simulation):
         close_old_connections()
         # The injector fell behind (a loaded machine, a slow clean stop): what needs recovering
         # is let go; a server joining or a scheduler restarted on a new clock needs none.
-        if self.clock.now() > self._quiet_from() and fault.kind not in _NOTHING_TO_RECOVER:
+        if self.clock.now() > self._quiet_from(fault.kind) and fault.kind not in _NOTHING_TO_RECOVER:
             self._record(
                 self._not_injected(fault, f"reached at {self.clock.now():%H:%M:%S}, inside the quiet end of the run")
             )
@@ -355,8 +372,9 @@ class ChaosSimulation(Simulation):
         }[fault.kind]
         self._record(inject(fault))
 
-    def _quiet_from(self) -> datetime:
-        return self.plan.start + self.plan.duration * (1 - QUIET_END)
+    def _quiet_from(self, kind: ChaosKind | None = None) -> datetime:
+        provider_side = kind in (*_PROVIDER_KINDS, ChaosKind.SENDER_KILL)
+        return self.plan.start + self.plan.duration * (1 - (PROVIDER_QUIET_END if provider_side else QUIET_END))
 
     def _worker_in_flight(self, fault: ChaosFault) -> tuple[Process | None, JobRun | None]:
         """The running worker with a settlement in flight (waiting up to TARGET_WAIT_SECONDS
@@ -573,7 +591,7 @@ class ChaosSimulation(Simulation):
         client = provider_client_for(sandbox.url)
         before = {item.id for item in provider.transfers_all(client=client)}
         sandbox.arm_fault(mode, count=fault.requests, delay_ms=COMMIT_TIMEOUT_HOLD_MS, methods=("POST",))
-        until = min(self.next_at, self._quiet_from())
+        until = min(self.next_at, self._quiet_from(fault.kind))
         met = self._wait(
             lambda: sandbox.state()["fault"] is None,
             until=until,
@@ -628,14 +646,16 @@ class ChaosSimulation(Simulation):
         try:
             with _own_connection() as pin:
                 sending = self._wait(
-                    lambda: sandbox.state()["in_flight"] > 0, until=self._quiet_from(), real_limit=PIN_WAIT_SECONDS
+                    lambda: sandbox.state()["in_flight"] > 0,
+                    until=self._quiet_from(fault.kind),
+                    real_limit=PIN_WAIT_SECONDS,
                 )
                 if not sending:
                     return self._not_injected(fault, f"no transfer was sent by {self.clock.now():%H:%M:%S}")
                 pin.execute("SELECT token FROM job_fences WHERE resource = %s FOR UPDATE", [SEND_FENCE_RESOURCE])
                 answered = self._wait(
                     lambda: _blocked_by(pin) > 0 and sandbox.state()["in_flight"] == 0,
-                    until=self._quiet_from(),
+                    until=self._quiet_from(fault.kind),
                     real_limit=PIN_WAIT_SECONDS,
                 )
                 run = _send_run()
