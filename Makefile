@@ -29,7 +29,10 @@ venv: $(STAMP) ## Create .venv and install the pinned requirements
 # The demo's simulated clock starts at 20:00 UTC on the Sunday before today, half an hour
 # before the weekly payout tick; the seeded history ends there too. The crash hits the
 # payout run at 20:30, which pays one restaurant per transaction (PAYOUT_BATCH_SIZE=1) so
-# that it is still running when the worker is killed.
+# that it is still running when the worker is killed; then a second crash lands inside the
+# transfer sending (--kill-sender: the worker of a send-transfers run SIGKILLed with its
+# requests in flight at the provider sandbox simulate starts). The report prints the
+# provider's transfers beside the ledger, per restaurant.
 DEMO_START = $(shell $(PY) -c 'from datetime import UTC, datetime, timedelta; d = datetime.now(UTC); d -= timedelta(days=d.weekday() + 1); print(d.replace(hour=20, minute=0, second=0, microsecond=0).isoformat())')
 
 # The demo runs locally on the development key, which the settings accept only with
@@ -45,7 +48,7 @@ demo: $(STAMP) ## The main job end to end on the SQLite default: seed, then 3 se
 	$(PY) manage.py migrate --noinput --verbosity 0
 	$(PY) manage.py seed_demo --reset --delete-payouts --now $(DEMO_START)
 	PAYOUT_BATCH_SIZE=1 exec $(PY) manage.py simulate --reset --start $(DEMO_START) --duration 2h --speed 120 --servers 3 \
-	  --crash-worker 30m --fault-job weekly-payouts --log-dir db/demo-logs
+	  --crash-worker 30m --fault-job weekly-payouts --kill-sender 30m --log-dir db/demo-logs
 	@echo ""
 	@echo "The nightly cart clean-up (02:00 UTC, outside the two simulated hours), run once here through its claim:"
 	@DEBUG=1 LOG_LEVEL=WARNING $(PY) manage.py run_job clean-carts --sync

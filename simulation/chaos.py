@@ -20,10 +20,8 @@ a simulated deployment (``manage.py simulate --chaos SEED``).
 
 from __future__ import annotations
 
-import heapq
 import random
 import signal
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -42,14 +40,24 @@ from payouts.models import PAYOUT_JOB
 from scheduling import cron
 from scheduling.models import JobRun, RunStatus, Trigger
 from simulation.probe_jobs import SETTLEMENT_TIMEOUT_SECONDS
-from simulation.report import run_story
-from simulation.runner import TARGET_JOB, Simulation, SimulationPlan, _pid
+from simulation.provider_process import RunningSandbox
+from simulation.report import provider_client_for, run_story
+from simulation.runner import (
+    SENDER_SLOW_MS,
+    SIMULATED_PROVIDER_TIMEOUT_SECONDS,
+    TARGET_JOB,
+    Simulation,
+    SimulationPlan,
+    _pid,
+)
 from support.pgbouncer import Pooled
 from support.processes import Process, wait_for
+from transfers import provider
+from transfers.models import SEND_FENCE_RESOURCE, SEND_TRANSFERS_JOB, Transfer, TransferStatus
 
 MAX_SKEW_SECONDS = 90.0
-# Faults per simulated hour (beside the payout kill), an eighth of them of each of the seven
-# drawn kinds: an hour gets two of each and two more.
+# Faults per simulated hour (beside the payout and sender kills), an eleventh of them of each
+# of the ten drawn kinds: an hour gets one of each and six more.
 DEFAULT_RATE = 16.0
 MAX_RATE = 120.0  # one every 30 simulated seconds
 # The share of the run before the first and after the last fault.
@@ -80,13 +88,29 @@ class ChaosKind(StrEnum):
     CLOCK_SKEW = "clock-skew"
     SERVER_JOIN = "server-join"
     SERVER_LEAVE = "server-leave"
+    PROVIDER_COMMIT_TIMEOUT = "provider-commit-then-timeout"
+    PROVIDER_COMMIT_500 = "provider-commit-then-500"
+    PROVIDER_DOWN = "provider-down"
+    SENDER_KILL = "sender-kill-before-local-commit"
+
+
+# The provider's faults: drawn after the payout tick, when there are transfers to send.
+_PROVIDER_KINDS = (ChaosKind.PROVIDER_COMMIT_TIMEOUT, ChaosKind.PROVIDER_COMMIT_500, ChaosKind.PROVIDER_DOWN)
+# The provider's faults recover in minutes (a retry with the same key): their quiet end is
+# the last 15 % of the run, not 25 %.
+PROVIDER_QUIET_END = 0.15
+# Simulated time from the payout kill to its run's retry writing the payouts and their
+# transfers: the payout job's 600 s timeout abandons it, and a worker takes the retry.
+PAYOUT_RETRIED = timedelta(minutes=12)
+# Real milliseconds a commit-then-timeout holds the connection: past the request's timeout.
+COMMIT_TIMEOUT_HOLD_MS = round(SIMULATED_PROVIDER_TIMEOUT_SECONDS * 2000)
 
 
 # Injected even when the injector reaches them only in the quiet end: nothing to recover.
 _NOTHING_TO_RECOVER = (ChaosKind.SERVER_JOIN, ChaosKind.CLOCK_SKEW)
 
 
-# How often each kind is drawn beyond its eighth (a payout kill needs the payout tick).
+# How often each kind is drawn beyond its eleventh (the payout and sender kills need the payout tick).
 _WEIGHTS = {
     ChaosKind.WORKER_KILL: 3,
     ChaosKind.WORKER_PAUSE: 3,
@@ -95,6 +119,9 @@ _WEIGHTS = {
     ChaosKind.CLOCK_SKEW: 2,
     ChaosKind.SERVER_JOIN: 1,
     ChaosKind.SERVER_LEAVE: 1,
+    ChaosKind.PROVIDER_COMMIT_TIMEOUT: 1,
+    ChaosKind.PROVIDER_COMMIT_500: 1,
+    ChaosKind.PROVIDER_DOWN: 1,
 }
 
 
@@ -106,6 +133,7 @@ class ChaosFault:
     lasting: timedelta = timedelta(0)  # until the restart or the SIGCONT
     skew: float = 0.0  # clock-skew and server-join: the server's clock offset, seconds
     process: str = ""  # db-terminate: whose connections
+    requests: int = 0  # provider-commit-*: how many transfer requests it hits
 
     def line(self) -> str:
         at = _hms(self.at)
@@ -120,6 +148,13 @@ class ChaosFault:
             ChaosKind.CLOCK_SKEW: f"restart scheduler-{self.server} with its clock {self.skew:+.1f} s off",
             ChaosKind.SERVER_JOIN: f"server {self.server} joins (clock {self.skew:+.1f} s off)",
             ChaosKind.SERVER_LEAVE: f"server {self.server} leaves (clean stop)",
+            ChaosKind.PROVIDER_COMMIT_TIMEOUT: f"the provider commits the next {self.requests} transfer requests "
+            "and never answers them (the sender times out)",
+            ChaosKind.PROVIDER_COMMIT_500: f"the provider commits the next {self.requests} transfer requests, "
+            "then answers 500",
+            ChaosKind.PROVIDER_DOWN: f"the provider answers 503 to every request for {_hms(self.lasting)}",
+            ChaosKind.SENDER_KILL: "slow the provider's answers to a send-transfers run, pin its local write, "
+            f"SIGKILL its worker between the two, restart {_hms(self.lasting)} later",
         }[self.kind]
         return f"+{at} {self.kind}: {what}"
 
@@ -168,11 +203,15 @@ def chaos_schedule(
     each = max(1, total // (len(_WEIGHTS) + 1))
     extra = max(0, total - each * len(kinds))
     drawn = [*kinds * each, *rng.choices(kinds, weights=[_WEIGHTS[k] for k in kinds], k=extra)]
-    timed = sorted((timedelta(seconds=round(rng.uniform(first.total_seconds(), last.total_seconds()))), kind)
-                   for kind in drawn)  # fmt: skip
     payout = _payout_instant(start, first, last) if postgres else None
+    sending_from, sending_to = _sending_window(start, duration, first, last)
+    timed = sorted((timedelta(seconds=round(rng.uniform(
+        *((sending_from, sending_to) if kind in _PROVIDER_KINDS else (first.total_seconds(), last.total_seconds()))
+    ))), kind) for kind in drawn)  # fmt: skip
     if payout is not None:
         timed = sorted([*timed, (payout, ChaosKind.PAYOUT_KILL)])
+        if sending_from > payout.total_seconds():  # first in the window where transfers are sent
+            timed = sorted([*timed, (timedelta(seconds=sending_from), ChaosKind.SENDER_KILL)])
     members, joined = list(range(1, servers + 1)), servers
     faults = []
     for index, (at, kind) in enumerate(timed):
@@ -186,6 +225,9 @@ def chaos_schedule(
             members.append(joined)
             faults.append(ChaosFault(kind, at, joined, skew=_skew(rng)))
             continue
+        if kind in (*_PROVIDER_KINDS, ChaosKind.SENDER_KILL):  # aimed at the provider, or at the sender
+            faults.append(_fault(rng, kind, at, 0))
+            continue
         server = rng.choice(members)
         if kind == ChaosKind.SERVER_LEAVE:
             members.remove(server)
@@ -194,7 +236,7 @@ def chaos_schedule(
 
 
 def _fault(rng: random.Random, kind: ChaosKind, at: timedelta, server: int) -> ChaosFault:
-    if kind in (ChaosKind.WORKER_KILL, ChaosKind.PAYOUT_KILL):
+    if kind in (ChaosKind.WORKER_KILL, ChaosKind.PAYOUT_KILL, ChaosKind.SENDER_KILL):
         return ChaosFault(kind, at, server, lasting=_seconds(rng, 20, 300))  # a supervisor restarting it
     if kind == ChaosKind.WORKER_PAUSE:  # past the settlement's heartbeat timeout
         return ChaosFault(kind, at, server, lasting=_seconds(rng, SETTLEMENT_TIMEOUT_SECONDS + 30, 900))
@@ -204,6 +246,10 @@ def _fault(rng: random.Random, kind: ChaosKind, at: timedelta, server: int) -> C
         return ChaosFault(kind, at, server, skew=_skew(rng))
     if kind == ChaosKind.DB_TERMINATE:
         return ChaosFault(kind, at, server, process=rng.choice([f"worker-{server}", f"scheduler-{server}", "orders"]))
+    if kind in (ChaosKind.PROVIDER_COMMIT_TIMEOUT, ChaosKind.PROVIDER_COMMIT_500):
+        return ChaosFault(kind, at, server, requests=rng.randint(1, 3))
+    if kind == ChaosKind.PROVIDER_DOWN:  # the backoff doubles a few times; retried before the end
+        return ChaosFault(kind, at, server, lasting=_seconds(rng, 60, 180))
     return ChaosFault(kind, at, server)
 
 
@@ -213,6 +259,18 @@ def _skew(rng: random.Random) -> float:
 
 def _seconds(rng: random.Random, low: float, high: float) -> timedelta:
     return timedelta(seconds=round(rng.uniform(low, high)))
+
+
+def _sending_window(start: datetime, duration: timedelta, first: timedelta, last: timedelta) -> tuple[float, float]:
+    """Seconds into the run between which the provider's faults come: from PAYOUT_RETRIED
+    after the payout kill (its run's transfers are written once its retry succeeded) to
+    the provider's quiet end; the whole active window if there is no payout tick in it, or
+    no room after it."""
+    payout = _payout_instant(start, first, last)
+    end = duration * (1 - PROVIDER_QUIET_END)
+    if payout is None or payout + PAYOUT_RETRIED >= end:
+        return first.total_seconds(), last.total_seconds()
+    return (payout + PAYOUT_RETRIED).total_seconds(), end.total_seconds()
 
 
 def _payout_instant(start: datetime, first: timedelta, last: timedelta) -> timedelta | None:
@@ -268,8 +326,9 @@ class ChaosSimulation(Simulation):
         log_dir: Path,
         say: Callable[[str], None],
         pooled: Pooled | None = None,
+        provider: RunningSandbox | None = None,
     ):
-        super().__init__(plan, log_dir=log_dir, say=say)
+        super().__init__(plan, log_dir=log_dir, say=say, provider=provider)
         self.schedule = schedule
         self.pooled = pooled  # the PgBouncer the processes reach the database through (plan.environment)
         self.gone: set[int] = set()  # servers that left
@@ -280,7 +339,7 @@ class ChaosSimulation(Simulation):
     def _injections(self) -> Iterator[tuple[datetime, Callable[[], None]]]:
         instants = [self.plan.start + fault.at for fault in self.schedule.faults]
         for index, fault in enumerate(self.schedule.faults):
-            self.next_at = instants[index + 1] if index + 1 < len(instants) else self._quiet_from()
+            self.next_at = instants[index + 1] if index + 1 < len(instants) else self._quiet_from(fault.kind)
             yield instants[index], partial(self._chaos, fault)
 
     def _start_servers(self) -> None:
@@ -292,7 +351,7 @@ class ChaosSimulation(Simulation):
         close_old_connections()
         # The injector fell behind (a loaded machine, a slow clean stop): what needs recovering
         # is let go; a server joining or a scheduler restarted on a new clock needs none.
-        if self.clock.now() > self._quiet_from() and fault.kind not in _NOTHING_TO_RECOVER:
+        if self.clock.now() > self._quiet_from(fault.kind) and fault.kind not in _NOTHING_TO_RECOVER:
             self._record(
                 self._not_injected(fault, f"reached at {self.clock.now():%H:%M:%S}, inside the quiet end of the run")
             )
@@ -306,11 +365,16 @@ class ChaosSimulation(Simulation):
             ChaosKind.CLOCK_SKEW: self._clock_skew,
             ChaosKind.SERVER_JOIN: self._server_join,
             ChaosKind.SERVER_LEAVE: self._server_leave,
+            ChaosKind.PROVIDER_COMMIT_TIMEOUT: self._provider_commit,
+            ChaosKind.PROVIDER_COMMIT_500: self._provider_commit,
+            ChaosKind.PROVIDER_DOWN: self._provider_down,
+            ChaosKind.SENDER_KILL: self._sender_kill,
         }[fault.kind]
         self._record(inject(fault))
 
-    def _quiet_from(self) -> datetime:
-        return self.plan.start + self.plan.duration * (1 - QUIET_END)
+    def _quiet_from(self, kind: ChaosKind | None = None) -> datetime:
+        provider_side = kind in (*_PROVIDER_KINDS, ChaosKind.SENDER_KILL)
+        return self.plan.start + self.plan.duration * (1 - (PROVIDER_QUIET_END if provider_side else QUIET_END))
 
     def _worker_in_flight(self, fault: ChaosFault) -> tuple[Process | None, JobRun | None]:
         """The running worker with a settlement in flight (waiting up to TARGET_WAIT_SECONDS
@@ -333,20 +397,6 @@ class ChaosSimulation(Simulation):
             if not {run.id for run in runs} & self.hit_runs:
                 return worker, runs[0] if runs else None
         return None, None
-
-    def _wait(self, condition: Callable[[], bool], *, until: datetime, real_limit: float) -> bool:
-        """Poll ``condition`` until it holds (True), or the clock shows ``until`` or
-        ``real_limit`` real seconds passed (False), carrying out the restarts and resumes
-        that fall due meanwhile: a wait must not keep a killed process down longer."""
-        deadline = min(time.time() + real_limit, self.clock.real_time_at(until))
-        while time.time() < deadline:
-            if condition():
-                return True
-            while self.pending and self.pending[0][0] <= self.clock.now():
-                _, _, action = heapq.heappop(self.pending)
-                action()
-            time.sleep(0.05)
-        return condition()
 
     def _settlement_in_flight(self) -> tuple[Process, JobRun] | None:
         """A settlement run and its worker, if that worker is alive and not paused (a run
@@ -527,10 +577,131 @@ class ChaosSimulation(Simulation):
         hit += f"; run {run.id} ({run.job_name}) was in flight" if run else "; idle"
         return ChaosRecord(fault, self.clock.now(), f"server {fault.server}", hit, run_id=run.id if run else None)
 
+    def _provider_commit(self, fault: ChaosFault) -> ChaosRecord:
+        """Arm commit-then-timeout or commit-then-500 for the next ``fault.requests`` transfer
+        requests, and wait (until the next fault is due) for them to come; the transfers the
+        provider committed meanwhile are what the record follows to the end."""
+        sandbox = self.provider
+        if sandbox is None:
+            return self._not_injected(fault, "the run has no provider")
+        armed = sandbox.state()["fault"]
+        if armed is not None:
+            return self._not_injected(fault, f"the provider already has a fault armed ({armed['mode']})")
+        mode = "commit-then-timeout" if fault.kind == ChaosKind.PROVIDER_COMMIT_TIMEOUT else "commit-then-500"
+        client = provider_client_for(sandbox.url)
+        before = {item.id for item in provider.transfers_all(client=client)}
+        sandbox.arm_fault(mode, count=fault.requests, delay_ms=COMMIT_TIMEOUT_HOLD_MS, methods=("POST",))
+        until = min(self.next_at, self._quiet_from(fault.kind))
+        met = self._wait(
+            lambda: sandbox.state()["fault"] is None,
+            until=until,
+            real_limit=self.clock.real_seconds(TARGET_WAIT_SECONDS),
+        )
+        if not met:
+            left = sandbox.state()["fault"]
+            sandbox.clear_fault()
+            hit_count = fault.requests - (left["count"] if left else 0)
+            if not hit_count:
+                return self._not_injected(fault, f"no transfer request came by {self.clock.now():%H:%M:%S}")
+        else:
+            hit_count = fault.requests
+        groups = sorted(
+            {item.transfer_group for item in provider.transfers_all(client=client) if item.id not in before}
+        )
+        hit = f"{hit_count} transfer requests committed at the provider and their answers lost ({mode})"
+        record = ChaosRecord(fault, self.clock.now(), "provider", hit)
+        record.story_of = partial(_groups_story, sandbox.url, groups)
+        return record
+
+    def _provider_down(self, fault: ChaosFault) -> ChaosRecord:
+        """The provider answers 503 to everything for ``fault.lasting``."""
+        sandbox = self.provider
+        if sandbox is None:
+            return self._not_injected(fault, "the run has no provider")
+        sandbox.arm_fault("down")
+        unsent = _unsent_transfers()
+        record = ChaosRecord(fault, self.clock.now(), "provider", f"down for {_hms(fault.lasting)}; {unsent} unsent")
+        self._later(fault.lasting, partial(self._provider_up, record))
+        return record
+
+    def _provider_up(self, record: ChaosRecord) -> None:
+        sandbox = self.provider
+        assert sandbox is not None
+        armed = sandbox.state()["fault"]
+        if armed is not None and armed["mode"] == "down":
+            sandbox.clear_fault()
+        record.recovered = f"back up at {self.clock.now():%H:%M:%S} with {_unsent_transfers()} transfers unsent"
+        self.say(f"the provider is back up at {self.clock.now():%Y-%m-%d %H:%M:%S}")
+
+    def _sender_kill(self, fault: ChaosFault) -> ChaosRecord:
+        """SIGKILL a send-transfers worker after the provider answered and before the
+        ledger recorded the answers: the provider takes SENDER_SLOW_MS over each transfer
+        request (its ``slow`` fault); once requests are in flight the sender's fence row is
+        locked, so its write of the answers waits; once the answers are all back and the
+        write waits, the worker is killed, then the lock let go."""
+        sandbox = self.provider
+        if sandbox is None:
+            return self._not_injected(fault, "the run has no provider")
+        sandbox.arm_fault("slow", delay_ms=SENDER_SLOW_MS, methods=("POST",))
+        try:
+            with _own_connection() as pin:
+                sending = self._wait(
+                    lambda: sandbox.state()["in_flight"] > 0,
+                    until=self._quiet_from(fault.kind),
+                    real_limit=PIN_WAIT_SECONDS,
+                )
+                if not sending:
+                    return self._not_injected(fault, f"no transfer was sent by {self.clock.now():%H:%M:%S}")
+                pin.execute("SELECT token FROM job_fences WHERE resource = %s FOR UPDATE", [SEND_FENCE_RESOURCE])
+                answered = self._wait(
+                    lambda: _blocked_by(pin) > 0 and sandbox.state()["in_flight"] == 0,
+                    until=self._quiet_from(fault.kind),
+                    real_limit=PIN_WAIT_SECONDS,
+                )
+                run = _send_run()
+                victim = self.fleet.owner_of(_pid(run.worker)) if run else None
+                if not answered or run is None or victim is None:
+                    pin.rollback()
+                    return self._not_injected(fault, "the sender's write of the answers did not wait on the pin")
+                recorded = Transfer.objects.filter(status=TransferStatus.SENT).count()
+                held = sandbox.state()["transfers"]
+                self._strike(victim, signal.SIGKILL)
+                wait_for(lambda: not victim.alive(), timeout=10, what="the sender's worker dying")
+                pin.rollback()
+        finally:
+            sandbox.clear_fault()
+        self._later(fault.lasting, partial(self._restart_unless_gone, victim))
+        record = self._hit(fault, victim, run, f"SIGKILL with {held - recorded} answers received and not recorded")
+        return record
+
     def _restart_unless_gone(self, process: Process) -> None:
         if int(process.name.rsplit("-", 1)[1]) in self.gone or process.alive():
             return
         self._restart(process)
+
+
+def _unsent_transfers() -> int:
+    close_old_connections()
+    return Transfer.objects.exclude(status=TransferStatus.SENT).count()
+
+
+def _send_run() -> JobRun | None:
+    close_old_connections()
+    return JobRun.objects.filter(job_name=SEND_TRANSFERS_JOB, status=RunStatus.RUNNING).order_by("-started_at").first()
+
+
+def _groups_story(provider_url: str, groups: list[str]) -> str:
+    """After the run: how many transfers the provider holds for each group a fault hit,
+    and what the ledger recorded."""
+    if not groups:
+        return "no transfer was committed while it was armed"
+    held = Counter(item.transfer_group for item in provider.transfers_all(client=provider_client_for(provider_url)))
+    once = sum(1 for group in groups if held[group] == 1)
+    sent = Transfer.objects.filter(transfer_group__in=groups, status=TransferStatus.SENT).count()
+    return (
+        f"of the {len(groups)} transfers committed while it was armed, {once} held once by the provider, "
+        f"{sent} recorded sent"
+    )
 
 
 def _fresh(queryset: QuerySet[JobRun]) -> bool:

@@ -38,6 +38,10 @@ _SHORT = {
     "clock-skew": "skew",
     "server-join": "join",
     "server-leave": "leave",
+    "provider-commit-then-timeout": "pv-tmo",
+    "provider-commit-then-500": "pv-500",
+    "provider-down": "pv-down",
+    "sender-kill-before-local-commit": "sender",
 }
 
 

@@ -8,21 +8,31 @@ own word:
 
 - duplicates: claim rows per (job, subject, tick), probe charges per tick, payouts per
   (restaurant, week);
-- misses: ticks never claimed, runs dead or stuck;
+- misses: ticks never claimed, runs dead or stuck (a dead run of a job that has one
+  attempt per run, retried by its next tick, is explained once a later tick succeeded);
 - payouts checked against orders: amounts, and no finished week left unpaid;
 - orders: none both accepted and cancelled, none cancelled before its deadline, none
-  left unanswered past its deadline.
+  left unanswered past its deadline;
+- money that left (when the run had a provider): every paid week (a payout with a
+  positive net) exactly one transfer of the same amount at the provider, read through the
+  provider's API as reconciliation reads it, and no transfer the ledger does not know;
+- statements (when the run wrote its mail to a directory): every statement found at
+  least once among the messages the mail backend wrote (by its Message-ID); copies are
+  counted, not a problem (SMTP promises at least once).
 """
 
 from __future__ import annotations
 
+import re
 import statistics
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
 from typing import Any
 
+import stripe
 from django.conf import settings
 from django.db.models import Count, Max, Min, Sum
 
@@ -34,9 +44,14 @@ from payouts.weeks import weeks_finished
 from scheduling import cron
 from scheduling.models import RETRY_STATUSES, JobKind, JobRun, JobRunEvent, RunStatus, Schedule, SchedulerNode, Trigger
 from simulation.models import ProbeCharge
-from tiffin.money import CENT
+from statements.models import Statement, StatementStatus
+from tiffin.money import CENT, minor_unit_exponent, to_minor_units
+from transfers import provider
+from transfers.models import Transfer, TransferStatus, transfer_identity
 
 TRAFFIC_CUSTOMERS = "rush-"  # customer_ref prefix of the orders simulate_orders places
+# The reason a dead run of a one-attempt job is explained: a later tick did its work.
+DEAD_TAKEN_OVER = "dead, a later tick ran"
 
 
 @dataclass
@@ -70,6 +85,50 @@ class OrderCheck:
 
 
 @dataclass
+class RestaurantMoney:
+    """One restaurant's paid weeks in the ledger beside its transfers at the provider."""
+
+    restaurant_id: int
+    name: str
+    payouts: int  # payouts with a positive net
+    net: Decimal
+    transfers: int  # held by the provider for this restaurant
+    transferred: Decimal
+
+    @property
+    def agree(self) -> bool:
+        return (self.payouts, self.net) == (self.transfers, self.transferred)
+
+
+@dataclass
+class TransferCheck:
+    """The ledger's paid weeks against the provider's transfers (empty without a provider)."""
+
+    checked: bool = False
+    paid_weeks: int = 0
+    held: int = 0  # transfers the provider holds
+    missing: int = 0  # paid weeks the provider holds no transfer for
+    waiting_account: int = 0  # ... of which the restaurant has no provider account (explained)
+    doubles: int = 0  # extra transfers of paid weeks held more than once
+    wrong_amounts: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)  # provider transfers of no paid week
+    restaurants: list[RestaurantMoney] = field(default_factory=list)
+
+
+@dataclass
+class StatementCheck:
+    """Statements against the messages the mail backend wrote (empty without a mail directory)."""
+
+    checked: bool = False
+    payouts_without: int = 0  # payouts with no statement row
+    statements: int = 0
+    delivered: int = 0  # statements found at least once
+    copies: int = 0  # messages beyond the first of a statement (at least once allows them)
+    waiting_recipient: int = 0  # no address yet: explained
+    unsent: list[str] = field(default_factory=list)
+
+
+@dataclass
 class SimulationReport:
     window_start: datetime
     window_end: datetime
@@ -82,6 +141,8 @@ class SimulationReport:
     orders: OrderCheck
     lateness: dict[str, float]
     recovery: dict[str, int]
+    transfers: TransferCheck = field(default_factory=TransferCheck)
+    statements: StatementCheck = field(default_factory=StatementCheck)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -90,12 +151,24 @@ class SimulationReport:
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
+        for row, money in zip(data["transfers"]["restaurants"], self.transfers.restaurants, strict=True):
+            row["agree"] = money.agree
         data["ok"] = self.ok
         return data
 
 
-def simulation_report(*, extra_problems: list[str], clock_skew: float = 0.0) -> SimulationReport:
+def simulation_report(
+    *,
+    extra_problems: list[str],
+    clock_skew: float = 0.0,
+    provider_url: str | None = None,
+    mail_dir: Path | None = None,
+) -> SimulationReport:
     """Read everything back and check the invariants (see the module doc).
+
+    ``provider_url``: the payment provider the run's processes sent transfers to (its
+    transfers are read through its API); ``mail_dir``: where their mail backend wrote the
+    statements (``EMAIL_FILE_PATH``). Without them those checks are left out.
 
     ``clock_skew`` is how far the schedulers' clocks were spread: a scheduler whose clock
     is fast claims a safety-net tick, or hands out a cancellation run, that much early.
@@ -116,6 +189,8 @@ def simulation_report(*, extra_problems: list[str], clock_skew: float = 0.0) -> 
         orders=_orders_check(window_end, clock_skew=timedelta(seconds=clock_skew)),
         lateness=_lateness(),
         recovery=_recovery(),
+        transfers=_transfers_check(provider_url) if provider_url else TransferCheck(),
+        statements=_statements_check(mail_dir) if mail_dir is not None else StatementCheck(),
     )
     report.problems = [*extra_problems, *_problems(report)]
     return report
@@ -138,7 +213,17 @@ def _cron_job_ticks(schedule: Schedule, window_end: datetime) -> JobTicks:
     }
     ticks.expected = len(expected)
     ticks.never_claimed = sum(1 for tick in expected if tick not in runs)
+    # A job with one attempt per run (send-transfers: each transfer keeps its own retry
+    # schedule) is retried by its next tick: a dead run with a later tick that succeeded is
+    # explained. The others' dead runs are misses.
+    retried_by_next: datetime | None = None
+    if schedule.max_attempts == 1:
+        succeeded = [tick for tick, run in runs.items() if run.status == RunStatus.SUCCEEDED]
+        retried_by_next = max(succeeded, default=None)
     for run in runs.values():
+        if run.status == RunStatus.DEAD and retried_by_next is not None and run.scheduled_for < retried_by_next:
+            ticks.skipped[DEAD_TAKEN_OVER] = ticks.skipped.get(DEAD_TAKEN_OVER, 0) + 1
+            continue
         _classify(ticks, run, window_end)
     return ticks
 
@@ -207,6 +292,99 @@ def payout_mismatch(payout: Payout) -> str:
     if stored == (gross, commission, gross - commission, orders["n"]):
         return ""
     return f"payout {payout.pk}: stored {stored}, orders say {(gross, commission, gross - commission, orders['n'])}"
+
+
+def provider_client_for(provider_url: str) -> stripe.StripeClient:
+    """A client of the run's provider for reading its transfers (the run's processes have
+    the provider in their environment; the command that reports has not)."""
+    return stripe.StripeClient(
+        settings.PAYMENT_PROVIDER_KEY, base_addresses={"api": provider_url}, max_network_retries=3
+    )
+
+
+def _transfers_check(provider_url: str) -> TransferCheck:
+    """Every paid week (a payout with a positive net) against the provider's transfers,
+    listed through its API with the official library, as reconciliation lists them."""
+    client = provider_client_for(provider_url)
+    held: dict[str, list[provider.ProviderTransfer]] = defaultdict(list)
+    for item in provider.transfers_all(client=client):
+        held[item.transfer_group].append(item)
+    check = TransferCheck(checked=True, held=sum(len(items) for items in held.values()))
+    currency = settings.PAYMENT_CURRENCY
+    scale = Decimal(10) ** minor_unit_exponent(currency)
+    waiting = set(
+        Transfer.objects.filter(status=TransferStatus.WAITING_ACCOUNT).values_list("restaurant_id", "period_start")
+    )
+    names = dict(Restaurant.objects.values_list("id", "name"))
+    money: dict[int, RestaurantMoney] = {}
+
+    def of(restaurant_id: int) -> RestaurantMoney:
+        name = names.get(restaurant_id, "?")
+        return money.setdefault(restaurant_id, RestaurantMoney(restaurant_id, name, 0, Decimal(0), 0, Decimal(0)))
+
+    weeks = set()
+    for restaurant_id, period_start, net in Payout.objects.filter(net__gt=0).values_list(
+        "restaurant_id", "period_start", "net"
+    ):
+        group = transfer_identity(restaurant_id=restaurant_id, period_start=period_start)
+        weeks.add(group)
+        check.paid_weeks += 1
+        row = of(restaurant_id)
+        row.payouts += 1
+        row.net += net
+        items = held.get(group, [])
+        if not items:
+            check.missing += 1
+            check.waiting_account += (restaurant_id, period_start) in waiting
+        check.doubles += max(0, len(items) - 1)
+        expected = to_minor_units(net, currency)
+        check.wrong_amounts += [
+            f"{item.id} ({group}): {item.amount} at the provider, the payout's net is {expected}"
+            for item in items
+            if item.amount != expected
+        ]
+    for group, items in held.items():
+        for item in items:
+            owner = _restaurant_of(item)
+            if owner is not None:
+                row = of(owner)
+                row.transfers += 1
+                row.transferred += Decimal(item.amount) / scale
+            if group not in weeks:
+                check.unknown.append(f"{item.id} ({group or 'no transfer group'})")
+    check.restaurants = [money[key] for key in sorted(money)]
+    return check
+
+
+def _restaurant_of(item: provider.ProviderTransfer) -> int | None:
+    """The restaurant a provider transfer pays: its metadata, else its group's identity."""
+    text = item.metadata.get("restaurant_id") or (item.transfer_group.split("-")[1:2] or [""])[0]
+    return int(text) if text.isdigit() else None
+
+
+# A header line of a message the file-based mail backend wrote (one or more per file).
+_MESSAGE_ID = re.compile(r"^Message-ID: (<[^>]+>)\s*$", re.MULTILINE)
+
+
+def _statements_check(mail_dir: Path) -> StatementCheck:
+    """Every statement found among the messages written to ``mail_dir`` (the receiving
+    side of the run's mail backend), by its Message-ID."""
+    found = Counter(
+        message_id for path in sorted(mail_dir.glob("*")) for message_id in _MESSAGE_ID.findall(path.read_text())
+    )
+    check = StatementCheck(checked=True)
+    check.payouts_without = Payout.objects.filter(statement__isnull=True).count()
+    for message_id, status in Statement.objects.order_by("id").values_list("message_id", "status"):
+        check.statements += 1
+        copies = found.get(message_id, 0)
+        if copies:
+            check.delivered += 1
+            check.copies += copies - 1
+        elif status == StatementStatus.WAITING_RECIPIENT:
+            check.waiting_recipient += 1
+        else:
+            check.unsent.append(f"{message_id} ({status})")
+    return check
 
 
 def _weeks_due(as_of: datetime) -> set[tuple[int, datetime]]:
@@ -298,6 +476,17 @@ def _problems(report: SimulationReport) -> list[str]:
     problems += [f"ledger: {line}" for line in payouts.ledger]
     if payouts.duplicates or payouts.unpaid_weeks:
         problems.append(f"payouts: {payouts.duplicates} duplicates, {payouts.unpaid_weeks} unpaid weeks")
+    transfers = report.transfers
+    if transfers.missing - transfers.waiting_account:
+        problems.append(f"transfers: {transfers.missing - transfers.waiting_account} paid weeks without a transfer")
+    if transfers.doubles:
+        problems.append(f"transfers: {transfers.doubles} paid twice (more than one transfer for a paid week)")
+    problems += [f"transfers: another amount: {line}" for line in transfers.wrong_amounts]
+    problems += [f"transfers: unknown to the ledger: {line}" for line in transfers.unknown]
+    statements = report.statements
+    if statements.payouts_without:
+        problems.append(f"statements: {statements.payouts_without} payouts without a statement")
+    problems += [f"statements: never sent: {line}" for line in statements.unsent]
     orders = report.orders
     for name in ("accepted_and_cancelled", "cancelled_early", "overdue_unanswered"):
         if getattr(orders, name):

@@ -26,8 +26,10 @@ from django.db import close_old_connections
 from django.db.models import QuerySet
 
 from scheduling.models import LIVE_STATUSES, JobRun, RunStatus
+from simulation.provider_process import RunningSandbox
 from simulation.report import run_story
-from support.processes import Fleet, Process, SimulatedTime
+from support.processes import Fleet, Process, SimulatedTime, wait_for
+from transfers.models import SEND_TRANSFERS_JOB, Transfer, TransferStatus
 
 # The job whose run a crash or a pause is aimed at by default (it lasts three minutes of
 # every ten); `simulate --fault-job` names another (the demo's: weekly-payouts).
@@ -55,6 +57,18 @@ class FaultKind(StrEnum):
     CRASH_WORKER = "crash-worker"
     PAUSE_WORKER = "pause-worker"
     KILL_SCHEDULER = "kill-scheduler"
+    KILL_SENDER = "kill-sender"
+
+
+# Real seconds a request to the provider may take in a simulation (PAYMENT_PROVIDER_TIMEOUT_SECONDS
+# of its processes): the production 30 s would be half an hour of the simulated clock at
+# 60x, where a send-transfers run's 600 s timeout lasts ten real seconds.
+SIMULATED_PROVIDER_TIMEOUT_SECONDS = 3.0
+# Real milliseconds the provider takes over each transfer request while a sender kill waits
+# for requests in flight (its `slow` fault): under the timeout, so they are answered.
+SENDER_SLOW_MS = 1500
+# The share of the run after which a sender kill that found no send in flight gives up.
+SENDER_KILL_BY = 0.8
 
 
 @dataclass(frozen=True)
@@ -143,9 +157,17 @@ class Simulation:
     """Start the servers (and traffic), inject the faults on time, then stop everything:
     schedulers first, then the workers once the claimed runs have finished."""
 
-    def __init__(self, plan: SimulationPlan, *, log_dir: Path, say: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        plan: SimulationPlan,
+        *,
+        log_dir: Path,
+        say: Callable[[str], None],
+        provider: RunningSandbox | None = None,
+    ) -> None:
         self.plan = plan
         self.say = say
+        self.provider = provider  # the payment provider the processes send transfers to
         self.clock = SimulatedTime.starting(plan.start, speed=plan.speed, lead=BOOT_SECONDS)
         self.fleet = Fleet(environment=plan.environment, log_dir=log_dir)
         self.records: list[Recorded] = []
@@ -212,6 +234,9 @@ class Simulation:
         heapq.heappush(self.pending, (self.clock.now() + delay, len(self.pending) + len(self.records), action))
 
     def _inject(self, fault: Fault) -> None:
+        if fault.kind == FaultKind.KILL_SENDER:
+            self._record(self._kill_sender(fault))
+            return
         if fault.kind == FaultKind.KILL_SCHEDULER:
             victim = self.fleet["scheduler-1"]
             victim.send(signal.SIGKILL)
@@ -229,6 +254,62 @@ class Simulation:
             record.note = f"; SIGSTOP for {fault.lasting}, then SIGCONT"
             self._later(fault.lasting, lambda: self._resume(victim))
         self._record(record)
+
+    def _kill_sender(self, fault: Fault) -> FaultRecord:
+        """SIGKILL the worker of a send-transfers run mid-batch: the provider takes
+        SENDER_SLOW_MS over each transfer request (its ``slow`` fault), and once requests
+        are in flight the worker is killed. The provider commits them after the sender
+        died; the ledger still says pending, and the next run sends the same keys."""
+        now = self.clock.now()
+        if self.provider is None:
+            return FaultRecord(fault, "-", now, note="; not injected: the run has no provider")
+        sandbox = self.provider
+        sandbox.arm_fault("slow", delay_ms=SENDER_SLOW_MS, methods=("POST",))
+        try:
+            found: list[tuple[JobRun, Process]] = []
+
+            def sending() -> bool:
+                if not sandbox.state()["in_flight"]:
+                    return False
+                close_old_connections()
+                for run in JobRun.objects.filter(job_name=SEND_TRANSFERS_JOB, status=RunStatus.RUNNING):
+                    owner = self.fleet.owner_of(_pid(run.worker))
+                    if owner is not None and owner.alive():
+                        found.append((run, owner))
+                        return True
+                return False
+
+            by = self.plan.start + self.plan.duration * SENDER_KILL_BY
+            if not self._wait(sending, until=by, real_limit=self.clock.real_seconds((by - now).total_seconds())):
+                return FaultRecord(fault, "-", self.clock.now(), note=f"; not injected: no transfer sent by {by:%H:%M}")
+            run, victim = found[0]
+            recorded = Transfer.objects.filter(status=TransferStatus.SENT).count()
+            victim.send(signal.SIGKILL)
+            wait_for(lambda: not victim.alive(), timeout=10, what="the sender's worker dying")
+            wait_for(lambda: not sandbox.state()["in_flight"], timeout=30, what="the provider finishing the requests")
+        finally:
+            sandbox.clear_fault()
+        held = sandbox.state()["transfers"]
+        note = (
+            f"; SIGKILL mid-batch, restarted {fault.lasting} later: {recorded} transfers recorded sent, the provider "
+            f"then held {held} ({held - recorded} committed there and not recorded here)"
+        )
+        self._later(fault.lasting, lambda: self._restart(victim))
+        return FaultRecord(fault, victim.name, self.clock.now(), run.id, run.fence, note=note)
+
+    def _wait(self, condition: Callable[[], bool], *, until: datetime, real_limit: float) -> bool:
+        """Poll ``condition`` until it holds (True), or the clock shows ``until`` or
+        ``real_limit`` real seconds passed (False), carrying out the restarts and resumes
+        that fall due meanwhile: a wait must not keep a killed process down longer."""
+        deadline = min(time.time() + real_limit, self.clock.real_time_at(until))
+        while time.time() < deadline:
+            if condition():
+                return True
+            while self.pending and self.pending[0][0] <= self.clock.now():
+                _, _, action = heapq.heappop(self.pending)
+                action()
+            time.sleep(0.05)
+        return condition()
 
     def _target_run(self) -> JobRun | None:
         """A running run of the plan's fault job (waiting up to ten simulated minutes for

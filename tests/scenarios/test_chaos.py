@@ -1,11 +1,17 @@
 """``manage.py simulate --chaos SEED`` end to end, for two short seeds and a third behind
 PgBouncer in transaction mode (``--pooler``): the schedule it prints is the one the seed
 draws, every fault is recorded with what it hit and how the system recovered, and every
-invariant holds (exit 0). ``make chaos`` runs twenty longer seeds (docs/chaos.md)."""
+invariant holds (exit 0), the provider's among them: the sandbox the run started holds
+exactly one transfer of the payout's net for every paid week, read here from its own state
+file, and every statement was written at least once. ``make chaos`` runs twenty longer
+seeds (docs/chaos.md)."""
 
 from __future__ import annotations
 
 import json
+import re
+import sqlite3
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -60,6 +66,7 @@ def _chaos_run(scenario: Scenario, tmp_path: Path, seed: int, *extra: str) -> di
     )  # fmt: skip
     assert done.returncode == 0, _failure(done.stdout, done.stderr)
     report: dict[str, Any] = json.loads(done.stdout)
+    (tmp_path / "report.json").write_text(done.stdout)  # beside the process logs, for a failure's reader
     assert report["ok"] is True and report["problems"] == []
     assert report["duplicate_claims"] == 0 and report["duplicate_charges"] == 0 and report["payouts"]["duplicates"] == 0
     # Reproducible: what it printed first is what the seed draws, here, again.
@@ -78,9 +85,43 @@ def _chaos_run(scenario: Scenario, tmp_path: Path, seed: int, *extra: str) -> di
         assert "abandoned" in payout["recovery"] and payout["recovery"].endswith("succeeded"), payout
     assert report["payouts"]["checked"] >= 9 and report["payouts"]["unpaid_weeks"] == 0
     db = scenario.db
-    assert db.scalar("SELECT count(*) FROM job_runs WHERE status IN ('dead', 'running', 'enqueued')") == 0
+    assert db.scalar("SELECT count(*) FROM job_runs WHERE status IN ('running', 'enqueued')") == 0
+    # A sender killed is dead (send-transfers has one attempt per run: its next tick sends).
+    assert db.scalar("SELECT count(*) FROM job_runs WHERE status = 'dead' AND job_name <> 'send-transfers'") == 0
     assert db.scalar("SELECT count(DISTINCT job_run_id) FROM payouts_payout") == 1, "one attempt wrote the payouts"
+    _assert_money(report, records, db, tmp_path)
     return report
+
+
+def _assert_money(report: dict[str, Any], records: list[dict[str, str]], db: Any, log_dir: Path) -> None:
+    """Every paid week once at the provider, of its net; every statement written; the
+    provider's faults and the sender kill recorded with what they hit and became."""
+    paid = db.rows("SELECT restaurant_id, period_start, net FROM payouts_payout WHERE net > 0")
+    assert len(paid) >= 9
+    with closing(sqlite3.connect(log_dir / "provider.sqlite3")) as provider:  # the provider's own record
+        held = provider.execute("SELECT transfer_group, count(*), sum(amount) FROM transfers GROUP BY 1").fetchall()
+    expected = {f"payout-{r}-{start.astimezone(UTC):%Y%m%dT%H%M%SZ}": (1, int(net * 100)) for r, start, net in paid}
+    assert {group: (n, amount) for group, n, amount in held} == expected
+    transfers = report["transfers"]
+    assert transfers["checked"] is True and transfers["paid_weeks"] == transfers["held"] == len(paid)
+    assert (transfers["missing"], transfers["doubles"], transfers["wrong_amounts"], transfers["unknown"]) == (
+        0, 0, [], [],
+    )  # fmt: skip
+    assert all(row["agree"] for row in transfers["restaurants"])
+    statements = report["statements"]
+    assert statements["checked"] is True and statements["unsent"] == []
+    assert statements["delivered"] == statements["statements"] == db.scalar("SELECT count(*) FROM payouts_payout")
+    (sender,) = [record for record in records if record["kind"] == ChaosKind.SENDER_KILL]
+    if NOT_INJECTED not in sender["line"]:
+        # Killed with answers in hand: the provider held them, the ledger did not.
+        unrecorded = re.search(r"SIGKILL with (\d+) answers received and not recorded", sender["line"])
+        assert unrecorded and int(unrecorded.group(1)) >= 1, sender
+    commits = (ChaosKind.PROVIDER_COMMIT_TIMEOUT, ChaosKind.PROVIDER_COMMIT_500)
+    for record in records:
+        if record["kind"] in commits and NOT_INJECTED not in record["line"]:
+            committed = re.search(r"of the (\d+) transfers committed while it was armed, (\d+) held once by "
+                                  r"the provider, (\d+) recorded sent", record["recovery"])  # fmt: skip
+            assert committed and len(set(committed.groups())) == 1, record
 
 
 def _failure(stdout: str, stderr: str) -> str:

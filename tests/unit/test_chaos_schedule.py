@@ -1,5 +1,5 @@
 """The chaos fault schedule: drawn from the seed alone, every kind in every run, inside the
-active window, never fewer than two servers."""
+active window, never fewer than two servers, the provider's faults after the payout tick."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from simulation.chaos import (
+    _PROVIDER_KINDS,
     DEFAULT_RATE,
     MAX_SKEW_SECONDS,
+    PAYOUT_RETRIED,
+    PROVIDER_QUIET_END,
     QUIET_END,
     QUIET_START,
     ChaosKind,
@@ -39,12 +42,21 @@ def test_it_draws_the_same_schedule_from_the_same_seed_and_another_from_another(
 def test_every_kind_comes_inside_the_active_window_and_two_servers_always_remain(seed: int) -> None:
     schedule = _draw(seed)
     assert {fault.kind for fault in schedule.faults} == set(ChaosKind)
-    assert all(HOURS * QUIET_START <= fault.at <= HOURS * (1 - QUIET_END) for fault in schedule.faults)
+    provider_side = (*_PROVIDER_KINDS, ChaosKind.SENDER_KILL)
+    assert all(
+        HOURS * QUIET_START <= f.at <= HOURS * (1 - QUIET_END) for f in schedule.faults if f.kind not in provider_side
+    )
+    assert all(f.at <= HOURS * (1 - PROVIDER_QUIET_END) for f in schedule.faults)
     assert [f.at for f in schedule.faults] == sorted(f.at for f in schedule.faults)
     assert schedule.max_skew <= MAX_SKEW_SECONDS and len(schedule.skews) == 3
     members = {1, 2, 3}
+    (payout,) = [f for f in schedule.faults if f.kind == ChaosKind.PAYOUT_KILL]
+    (sender,) = [f for f in schedule.faults if f.kind == ChaosKind.SENDER_KILL]
+    assert sender.at == payout.at + PAYOUT_RETRIED  # once the payout run's retry wrote the transfers
     for fault in schedule.faults:
-        if fault.kind == ChaosKind.SERVER_JOIN:
+        if fault.kind in (*_PROVIDER_KINDS, ChaosKind.SENDER_KILL):  # aimed at the provider and the sender
+            assert fault.server == 0 and fault.at >= sender.at
+        elif fault.kind == ChaosKind.SERVER_JOIN:
             assert fault.server not in members
             members.add(fault.server)
         elif fault.kind == ChaosKind.SERVER_LEAVE:
@@ -57,16 +69,17 @@ def test_every_kind_comes_inside_the_active_window_and_two_servers_always_remain
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_the_fault_count_scales_with_the_duration_and_an_hour_gets_two_of_every_kind(seed: int) -> None:
+def test_the_fault_count_scales_with_the_duration_and_an_hour_gets_one_of_every_kind(seed: int) -> None:
     hour = _draw(seed, duration=timedelta(hours=1))
-    drawn = [kind for kind in ChaosKind if kind != ChaosKind.PAYOUT_KILL]
-    assert all(hour.by_kind()[kind] >= 2 for kind in drawn), hour.by_kind()
-    assert len(hour.faults) == 16 + 1  # the default rate, and the payout kill
+    drawn = [kind for kind in ChaosKind if kind not in (ChaosKind.PAYOUT_KILL, ChaosKind.SENDER_KILL)]
+    assert all(hour.by_kind()[kind] >= 1 for kind in drawn), hour.by_kind()
+    assert len(hour.faults) == 16 + 2  # the default rate, and the payout and sender kills
     half_day = _draw(seed, duration=timedelta(hours=12))
-    assert all(half_day.by_kind()[kind] >= 24 for kind in drawn), half_day.by_kind()
+    assert all(half_day.by_kind()[kind] >= 17 for kind in drawn), half_day.by_kind()  # 12 x 16 // 11
     # No payout kill: the 20:30 tick falls in the quiet first 5 % (36 minutes) of 12 hours.
     assert len(half_day.faults) == 12 * 16 and half_day.by_kind()[ChaosKind.PAYOUT_KILL] == 0
-    assert len(_draw(seed, duration=timedelta(hours=1), rate=40).faults) == 40 + 1
+    assert half_day.by_kind()[ChaosKind.SENDER_KILL] == 0
+    assert len(_draw(seed, duration=timedelta(hours=1), rate=40).faults) == 40 + 2
     assert "16 per simulated hour" in hour.lines()[0]
 
 
@@ -85,6 +98,7 @@ def test_the_payout_kill_pins_the_write_before_the_fastest_clock_claims_the_tick
 def test_without_postgresql_nothing_needs_it_and_without_a_payout_tick_no_payout_kill() -> None:
     kinds = {fault.kind for fault in _draw(3, postgres=False).faults}
     assert ChaosKind.DB_TERMINATE not in kinds and ChaosKind.PAYOUT_KILL not in kinds
+    assert ChaosKind.SENDER_KILL not in kinds  # its pin is a PostgreSQL row lock
     monday = chaos_schedule(seed=3, start=START + timedelta(days=1), duration=HOURS, servers=3)
     assert ChaosKind.PAYOUT_KILL not in {fault.kind for fault in monday.faults}
 

@@ -4,6 +4,7 @@ inject faults, and report whether every job ran once, on time."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
 from collections import Counter
@@ -20,8 +21,10 @@ from django.db import connection
 
 from scheduling.registry import registry
 from simulation.chaos import DEFAULT_RATE, ChaosRecord, ChaosSchedule, ChaosSimulation, chaos_schedule
+from simulation.provider_process import RunningSandbox, start_sandbox
 from simulation.report import JobTicks, SimulationReport, simulation_report
 from simulation.runner import (
+    SIMULATED_PROVIDER_TIMEOUT_SECONDS,
     TARGET_JOB,
     Fault,
     FaultKind,
@@ -40,9 +43,15 @@ from tiffin.cli import TiffinCommand, parse_finite, parse_instant
 
 # Above this, a job's 600 s timeout lasts under a real second and busy machines lose runs.
 MAX_SPEED = 600.0
-DEFAULT_FAULT_AT = {FaultKind.KILL_SCHEDULER: 0.25, FaultKind.CRASH_WORKER: 0.4, FaultKind.PAUSE_WORKER: 0.6}
+DEFAULT_FAULT_AT = {
+    FaultKind.KILL_SCHEDULER: 0.25,
+    FaultKind.CRASH_WORKER: 0.4,
+    FaultKind.PAUSE_WORKER: 0.6,
+    FaultKind.KILL_SENDER: 0.25,
+}
 DEFAULT_LASTING = {
     FaultKind.KILL_SCHEDULER: timedelta(0),
+    FaultKind.KILL_SENDER: timedelta(minutes=2),
     FaultKind.CRASH_WORKER: timedelta(minutes=2),  # a supervisor restarting the process
     FaultKind.PAUSE_WORKER: timedelta(minutes=8),  # longer than sim-settlement's 300 s timeout
 }
@@ -80,6 +89,12 @@ class Command(TiffinCommand):
                 "SIGSTOP the worker running the fault job at AT, SIGCONT it FOR later",
             ),
             (FaultKind.KILL_SCHEDULER, "AT", "SIGKILL server 1's scheduler at AT, for good"),
+            (
+                FaultKind.KILL_SENDER,
+                "AT[:FOR]",
+                "from AT, wait for a send-transfers run with requests in flight at the provider and SIGKILL its "
+                "worker mid-batch, restart it FOR later",
+            ),
         ):
             default = f"{DEFAULT_FAULT_AT[kind] * 100:.0f}%% of the duration"  # argparse formats help with %
             if DEFAULT_LASTING[kind]:
@@ -141,18 +156,23 @@ class Command(TiffinCommand):
         if chaos is not None:
             for line in chaos.lines():
                 say(line)
-        with _pooled(enabled=options["pooler"]) as pooled:
+        mail_dir = log_dir / "mail"
+        with _pooled(enabled=options["pooler"]) as pooled, _provider(log_dir) as sandbox:
+            plan = replace(plan, environment={**plan.environment, **_money_environment(sandbox, mail_dir)})
+            say(f"the payment provider: provider_sandbox at {sandbox.url}; statements written to {mail_dir}")
             if pooled is not None:
                 plan = replace(plan, environment={**plan.environment, "DATABASE_URL": pooled.url})
                 say(f"every process behind a private PgBouncer in transaction mode on port {pooled.port}")
             simulation = (
-                Simulation(plan, log_dir=log_dir, say=say)
+                Simulation(plan, log_dir=log_dir, say=say, provider=sandbox)
                 if chaos is None
-                else ChaosSimulation(plan, chaos, log_dir=log_dir, say=say, pooled=pooled)
+                else ChaosSimulation(plan, chaos, log_dir=log_dir, say=say, pooled=pooled, provider=sandbox)
             )
             outcome = simulation.run()
-        skew = plan.skew if chaos is None else chaos.max_skew
-        report = simulation_report(extra_problems=_process_problems(outcome), clock_skew=skew)
+            skew = plan.skew if chaos is None else chaos.max_skew
+            report = simulation_report(
+                extra_problems=_process_problems(outcome), clock_skew=skew, provider_url=sandbox.url, mail_dir=mail_dir
+            )
         if options["json"]:
             plan_json = _plan_json(plan, outcome, pooled=options["pooler"])
             data = {**report.as_json(), **plan_json, **_chaos_json(chaos, outcome)}
@@ -184,6 +204,34 @@ def _pooled(*, enabled: bool) -> Iterator[pgbouncer.Pooled | None]:
         return
     with pgbouncer.pooled_database(settings.DATABASES["default"]) as pooled:
         yield pooled
+
+
+@contextmanager
+def _provider(log_dir: Path) -> Iterator[RunningSandbox]:
+    """The run's payment provider: a provider sandbox of its own (a real process, its
+    state in the log directory), stopped after the run and its report."""
+    state = log_dir / "provider.sqlite3"
+    for path in (state, *(state.with_name(state.name + suffix) for suffix in ("-wal", "-shm"))):
+        path.unlink(missing_ok=True)  # a reused log directory: the provider starts empty, as the ledger does
+    sandbox = start_sandbox(state_path=state, log_path=log_dir / "provider.log")
+    try:
+        yield sandbox
+    finally:
+        sandbox.stop()
+
+
+def _money_environment(sandbox: RunningSandbox, mail_dir: Path) -> dict[str, str]:
+    """The processes pay through the run's sandbox and write statements to ``mail_dir``
+    (Django's file-based backend, one file per connection), where the report reads them."""
+    shutil.rmtree(mail_dir, ignore_errors=True)  # a reused log directory: only this run's mail
+    mail_dir.mkdir(parents=True)
+    return {
+        "PAYMENT_PROVIDER_URL": sandbox.url,
+        "PAYMENT_PROVIDER_KEY": "sk_test_simulation",
+        "PAYMENT_PROVIDER_TIMEOUT_SECONDS": str(SIMULATED_PROVIDER_TIMEOUT_SECONDS),
+        "STATEMENTS_EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
+        "EMAIL_FILE_PATH": str(mail_dir),
+    }
 
 
 # Schedulers look for due runs every 0.2 real seconds; django-q2 polls every 0.05.
@@ -333,6 +381,7 @@ def render_text(
         f"Duplicates: {report.duplicate_claims} claims, {report.duplicate_charges} probe charges "
         f"(over {report.charged_ticks} charged ticks), {report.payouts.duplicates} payouts",
         *_payout_lines(report),
+        *_money_lines(report),
         *_order_lines(report),
         _lateness_line(report, plan),
         "Recovery: " + ", ".join(f"{n} {what.replace('_', ' ')}" for what, n in report.recovery.items()),
@@ -371,6 +420,36 @@ def _payout_lines(report: SimulationReport) -> list[str]:
         f"ledger invariant (contiguous from onboarding, gross = delivered orders): "
         + ("held" if not payouts.ledger else f"{len(payouts.ledger)} problems")
     ]
+
+
+def _money_lines(report: SimulationReport) -> list[str]:
+    """The provider's transfers beside the ledger, per restaurant, and the statements."""
+    transfers, statements = report.transfers, report.statements
+    lines = []
+    if transfers.checked:
+        agree = all(row.agree for row in transfers.restaurants)
+        lines += [
+            f"Transfers at the provider (read through its API): {transfers.held} for "
+            f"{transfers.paid_weeks} paid weeks; "
+            f"{transfers.missing} paid weeks without one, {transfers.doubles} paid twice, "
+            f"{len(transfers.wrong_amounts)} of another amount, {len(transfers.unknown)} unknown to the ledger",
+            f"  {'restaurant':<28}{'payouts':>8}{'net':>14}{'transfers':>11}{'transferred':>14}  agree",
+            *(
+                f"  {row.name[:27]:<28}{row.payouts:>8}{row.net:>14}{row.transfers:>11}{row.transferred:>14}  "
+                + ("yes" if row.agree else "NO")
+                for row in transfers.restaurants
+            ),
+            "  The ledger and the provider agree for every restaurant."
+            if agree
+            else "  The ledger and the provider DISAGREE (see the rows marked NO).",
+        ]
+    if statements.checked:
+        lines.append(
+            f"Statements: {statements.delivered} of {statements.statements} found among the messages written "
+            f"(by Message-ID), {statements.copies} extra copies, {len(statements.unsent)} never sent, "
+            f"{statements.waiting_recipient} waiting for an address"
+        )
+    return lines
 
 
 def _order_lines(report: SimulationReport) -> list[str]:
