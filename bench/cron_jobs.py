@@ -1,6 +1,6 @@
 """The generated cron jobs of the scheduler-pass benchmark (bench/scheduler_pass.py).
 
-Its processes import this module through ``SCHEDULING_EXTRA_JOB_MODULES=bench.cron_jobs``
+Its processes import this module through ``SCHEDULER_EXTRA_JOB_MODULES=bench.cron_jobs``
 with ``BENCH_CRON_JOBS=<n>``: n jobs ``bench-cron-<i>``, each every minute, with the
 defaults of a declared job. Nothing else declares them.
 """

@@ -36,7 +36,7 @@ def main() -> int:
         parser.error("--jobs and --passes must be at least 1")
     url = database_create("profile_scheduler")
     try:
-        django_setup(url, SCHEDULING_EXTRA_JOB_MODULES="bench.cron_jobs", BENCH_CRON_JOBS=str(args.jobs))
+        django_setup(url, SCHEDULER_EXTRA_JOB_MODULES="bench.cron_jobs", BENCH_CRON_JOBS=str(args.jobs))
         return measure(args)
     finally:
         from django.db import connections

@@ -103,7 +103,7 @@ def point(size: int, passes: int) -> Point:
         sql_run(url, REFERENCE_SETUP)
         sql_run(url, REFERENCE_SCHEDULES, {"prefix": CRON_JOB_PREFIX, "cron": REFERENCE_CRON, "t0": T0, "size": size})
         # Before the reference: it reads its cursors with the project's statement text.
-        django_setup(url, SCHEDULING_EXTRA_JOB_MODULES="bench.cron_jobs", BENCH_CRON_JOBS=str(size))
+        django_setup(url, SCHEDULER_EXTRA_JOB_MODULES="bench.cron_jobs", BENCH_CRON_JOBS=str(size))
         reference = reference_run(url, size, passes)
         project, claimed = project_run(passes)
         # The app's own cron jobs claim their ticks in the same passes (cancel-stale-orders

@@ -1,7 +1,7 @@
 """The test-only cron job of the tick-lateness benchmark.
 
 The worker processes it starts import this module through
-``SCHEDULING_EXTRA_JOB_MODULES=bench.tick_jobs``; nothing else declares it.
+``SCHEDULER_EXTRA_JOB_MODULES=bench.tick_jobs``; nothing else declares it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Two ``manage.py worker`` processes (two identical servers: a django-q2 cluster and the
 scheduler loop each) run on an accelerated clock (``TIFFIN_CLOCK_START``,
 ``TIFFIN_CLOCK_ANCHOR``, ``TIFFIN_CLOCK_SPEED``; see ``tiffin/clock.py``) with a test-only
-every-minute job, ``bench-tick``, declared through ``SCHEDULING_EXTRA_JOB_MODULES``. The
+every-minute job, ``bench-tick``, declared through ``SCHEDULER_EXTRA_JOB_MODULES``. The
 app's own jobs are declared too, as in production; their tables are empty.
 
 - project: lateness of a run = ``started_at - scheduled_for`` from job_runs, i.e. the
@@ -135,7 +135,7 @@ def main() -> int:
         TIFFIN_CLOCK_START=sim.start.isoformat(),
         TIFFIN_CLOCK_ANCHOR=repr(sim.anchor),
         TIFFIN_CLOCK_SPEED=repr(sim.speed),
-        SCHEDULING_EXTRA_JOB_MODULES="bench.tick_jobs",
+        SCHEDULER_EXTRA_JOB_MODULES="bench.tick_jobs",
     )
     with children(NAME) as (started, logs):
         for n in range(args.workers):

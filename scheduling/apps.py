@@ -22,6 +22,6 @@ class SchedulingConfig(AppConfig):
         autodiscover_modules("jobs")
         # Extra job modules named by the environment (the failure scenarios declare
         # test-only jobs this way in the processes they start).
-        for module in settings.SCHEDULING_EXTRA_JOB_MODULES:
+        for module in settings.SCHEDULER_EXTRA_JOB_MODULES:
             import_module(module)
         metrics_series_declare(job_names=[job.name for job in registry.all()])

@@ -1,6 +1,6 @@
 """Heartbeat pings in the style of healthchecks.io: the outside half of the dead-man's switch.
 
-A job may have a ping URL (``TIFFIN_PING_URL_<JOB_NAME_UPPER_SNAKE>``, read into
+A job may have a ping URL (``SCHEDULER_PING_URL_<JOB_NAME_UPPER_SNAKE>``, read into
 ``settings.SCHEDULER_PING_URLS``). After each success the worker POSTs to it; after a
 run dies, to ``<url>/fail`` with the error as the body. The outside monitor expects a
 ping every period, so it notices when everything stops, this application's own check

@@ -1,5 +1,5 @@
 """The probe jobs ``manage.py simulate`` adds to the project's own jobs (through
-SCHEDULING_EXTRA_JOB_MODULES; production never imports this module).
+SCHEDULER_EXTRA_JOB_MODULES; production never imports this module).
 
 - ``sim-probe`` charges once a minute: the side effect naive cron would repeat on every
   server. Its charges per tick are the duplicate count of the report.

@@ -1,5 +1,5 @@
 """The strategy probe as Tiffin runs it (``simulate --strategy claim``, through
-SCHEDULING_EXTRA_JOB_MODULES; production never imports this module).
+SCHEDULER_EXTRA_JOB_MODULES; production never imports this module).
 
 The same work and the same unguarded charge as the other strategies
 (``simulation.strategies``); what is different is around it: each tick is one claim row,

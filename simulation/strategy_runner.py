@@ -457,7 +457,7 @@ def _case_environment(plan: StrategyPlan) -> dict[str, str]:
         **plan.environment,
         LONG_RUNS_VARIABLE: long_runs_text(plan.long_runs()),
         NAMESPACE_VARIABLE: _namespace(),
-        "SCHEDULING_EXTRA_JOB_MODULES": "simulation.strategy_jobs",
+        "SCHEDULER_EXTRA_JOB_MODULES": "simulation.strategy_jobs",
         # A task lost with a killed worker is enqueued again after this long (simulated;
         # default 600 s): soon enough to matter inside a window of minutes.
         "SCHEDULER_REQUEUE_AFTER_SECONDS": str(REQUEUE_AFTER_SECONDS),

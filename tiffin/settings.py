@@ -304,20 +304,20 @@ SCHEDULER_REQUEUE_AFTER_SECONDS = env_int("SCHEDULER_REQUEUE_AFTER_SECONDS", 600
 DEVELOPMENT = env_bool("TIFFIN_DEVELOPMENT", DEBUG)
 # Extra modules declaring jobs, imported at start (simulate's probes, the scenarios' and
 # the benchmarks' test-only jobs, in the processes they start).
-SCHEDULING_EXTRA_JOB_MODULES: list[str] = []
+SCHEDULER_EXTRA_JOB_MODULES: list[str] = []
 if DEVELOPMENT:
     INSTALLED_APPS.append("simulation.apps.SimulationConfig")
     # A laptop, the demo and the scenarios have no mail server: statements are written as
     # files, one per message, under EMAIL_FILE_PATH (db/mail/), unless a backend is named.
     STATEMENTS_EMAIL_BACKEND = env_str("STATEMENTS_EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
-    SCHEDULING_EXTRA_JOB_MODULES = env_list("SCHEDULING_EXTRA_JOB_MODULES", [])
+    SCHEDULER_EXTRA_JOB_MODULES = env_list("SCHEDULER_EXTRA_JOB_MODULES", [])
     # The Redis that `simulate --strategy redis-lock` takes its lock on (nothing else uses
     # Redis; redis is in requirements-dev.txt).
     REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
-elif env_list("SCHEDULING_EXTRA_JOB_MODULES", []):
+elif env_list("SCHEDULER_EXTRA_JOB_MODULES", []):
     # Refused, not ignored: a server would otherwise start without jobs its operator named.
     raise ImproperlyConfigured(
-        "SCHEDULING_EXTRA_JOB_MODULES is a development setting (test-only jobs): set TIFFIN_DEVELOPMENT=1 "
+        "SCHEDULER_EXTRA_JOB_MODULES is a development setting (test-only jobs): set TIFFIN_DEVELOPMENT=1 "
         "or DEBUG=1 to use it, or unset it on a server"
     )
 
@@ -344,10 +344,10 @@ SCHEDULER_CHECK_GRACE_SECONDS = env_int("SCHEDULER_CHECK_GRACE_SECONDS", 300, mi
 # Each new problem is POSTed as JSON here (Slack-style incoming webhook, PagerDuty bridge...).
 SCHEDULER_WEBHOOK_URL = env_str("SCHEDULER_WEBHOOK_URL", "")
 SCHEDULER_WEBHOOK_TIMEOUT_SECONDS = env_float("SCHEDULER_WEBHOOK_TIMEOUT_SECONDS", 5.0, minimum=0.1)
-# healthchecks.io-style ping URLs per job, from TIFFIN_PING_URL_<JOB_NAME_UPPER_SNAKE>
-# (weekly-payouts -> TIFFIN_PING_URL_WEEKLY_PAYOUTS): requested after each success,
+# healthchecks.io-style ping URLs per job, from SCHEDULER_PING_URL_<JOB_NAME_UPPER_SNAKE>
+# (weekly-payouts -> SCHEDULER_PING_URL_WEEKLY_PAYOUTS): requested after each success,
 # and <url>/fail after a run dies.
-SCHEDULER_PING_URLS = env_prefixed("TIFFIN_PING_URL_")
+SCHEDULER_PING_URLS = env_prefixed("SCHEDULER_PING_URL_")
 SCHEDULER_PING_TIMEOUT_SECONDS = env_float("SCHEDULER_PING_TIMEOUT_SECONDS", 5.0, minimum=0.1)
 # /healthz answers 503 when the newest scheduler pass is older than this.
 SCHEDULER_HEALTHZ_MAX_AGE_SECONDS = env_float(

@@ -271,7 +271,7 @@ def _scenario(url: str, server: PostgresServer, log_dir: Path) -> Iterator[tuple
         environment = {
             "DATABASE_URL": url,
             **PROCESS_ENVIRONMENT,
-            "SCHEDULING_EXTRA_JOB_MODULES": "simulation.probe_jobs",
+            "SCHEDULER_EXTRA_JOB_MODULES": "simulation.probe_jobs",
             "PAYMENT_PROVIDER_URL": sandbox.url,
             "PAYMENT_PROVIDER_KEY": PROVIDER_KEY,
         }

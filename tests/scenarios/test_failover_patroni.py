@@ -221,7 +221,7 @@ def failover(tmp_path: Path) -> Iterator[tuple[PatroniCluster, Scenario]]:
         environment = {
             "DATABASE_URL": url,
             **PROCESS_ENVIRONMENT,
-            "SCHEDULING_EXTRA_JOB_MODULES": "simulation.probe_jobs",
+            "SCHEDULER_EXTRA_JOB_MODULES": "simulation.probe_jobs",
         }
         with Fleet(environment=environment, log_dir=tmp_path / "logs", grace=8.0) as fleet:
             yield cluster, Scenario(db=ScenarioDatabase(server=leader.server, name=DATABASE), fleet=fleet)

@@ -57,7 +57,7 @@ def laps(pg_server: PostgresServer, scenario_template: str, tmp_path_factory: py
     with open_scenario(
         server=pg_server, template=scenario_template, label="laps", log_dir=tmp_path_factory.mktemp("laps")
     ) as scenario:
-        scenario.fleet.environment["SCHEDULING_EXTRA_JOB_MODULES"] = "tests.scenarios.jobs.laps"
+        scenario.fleet.environment["SCHEDULER_EXTRA_JOB_MODULES"] = "tests.scenarios.jobs.laps"
         clock = SimulatedTime.starting(START, speed=SPEED, lead=3.0)
         scenario.start_workers(clock, 2, q_workers=5)
         scenario.start_schedulers(clock, 2)

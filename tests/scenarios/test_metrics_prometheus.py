@@ -99,7 +99,7 @@ def test_prometheus_answers_what_job_runs_holds(scenario: Scenario, tmp_path: Pa
         "METRICS_ENABLED": "1",
         "METRICS_BEARER_TOKEN": TOKEN,
         "METRICS_MULTIPROC_DIR": str(tmp_path / "metrics"),
-        "SCHEDULING_EXTRA_JOB_MODULES": "tests.scenarios.jobs.metered",
+        "SCHEDULER_EXTRA_JOB_MODULES": "tests.scenarios.jobs.metered",
     }
     port = free_port()
     scenario.fleet.start("web", ["runserver", "--noreload", "--skip-checks", f"127.0.0.1:{port}"], env=env)

@@ -43,7 +43,7 @@ def test_a_wait_fails_a_stall_after_the_last_step() -> None:
 def test_runs_nobody_executes_fail_the_drain_a_stall_after_they_were_claimed(scenario: Scenario) -> None:
     """Schedulers claim and hand out probe ticks, and no worker is running: the drain
     sees nothing finish and fails after its stall, however many runs are left."""
-    scenario.fleet.environment["SCHEDULING_EXTRA_JOB_MODULES"] = "tests.scenarios.jobs.probes"
+    scenario.fleet.environment["SCHEDULER_EXTRA_JOB_MODULES"] = "tests.scenarios.jobs.probes"
     clock = SimulatedTime.starting(PROBE_START, speed=PROBE_SPEED, lead=3.0)
     scenario.start_schedulers(clock, 1)
     handed_out = "SELECT CASE WHEN EXISTS (SELECT 1 FROM job_runs WHERE status = 'enqueued') THEN 0 ELSE 1 END"

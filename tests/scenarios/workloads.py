@@ -28,7 +28,7 @@ PAYOUT_TICK = datetime(2027, 3, 7, 20, 30, tzinfo=UTC)
 def run_probe_fleet(scenario: Scenario, *, schedulers: int, skews: Sequence[float] = ()) -> SimulatedTime:
     """Two workers and ``schedulers`` scheduler processes for PROBE_MINUTES simulated
     minutes; then the schedulers stop, the claimed runs drain and the workers stop."""
-    scenario.fleet.environment["SCHEDULING_EXTRA_JOB_MODULES"] = "tests.scenarios.jobs.probes"
+    scenario.fleet.environment["SCHEDULER_EXTRA_JOB_MODULES"] = "tests.scenarios.jobs.probes"
     scenario.seed(restaurants=9, weeks=3, now=PROBE_START)
     # The schedules are registered half a minute before the window, by one pass run to its end:
     # every tick of the window is then due whenever the fleet finishes booting (a late

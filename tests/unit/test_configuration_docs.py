@@ -137,7 +137,7 @@ def test_the_reader_finds_the_settings_it_must():
         "SECRET_KEY",
         "DATABASE_URL",
         "Q_WORKERS",
-        "TIFFIN_PING_URL_",
+        "SCHEDULER_PING_URL_",
         "WEB_CONCURRENCY",
         "TIFFIN_CLOCK_START",
     } <= names

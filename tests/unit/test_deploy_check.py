@@ -16,7 +16,7 @@ PRODUCTION = {
     "DATABASE_URL": "sqlite:///db/deploy-check.sqlite3",
     "PAYMENT_PROVIDER_URL": "https://api.stripe.com",
 }
-SUITE_ONLY = {"DJANGO_SETTINGS_MODULE", "TIFFIN_DEVELOPMENT", "SCHEDULING_EXTRA_JOB_MODULES", "REDIS_URL"}
+SUITE_ONLY = {"DJANGO_SETTINGS_MODULE", "TIFFIN_DEVELOPMENT", "SCHEDULER_EXTRA_JOB_MODULES", "REDIS_URL"}
 
 
 def _manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -102,9 +102,9 @@ def test_production_settings_install_no_simulation_and_import_no_redis():
 
 
 def test_extra_job_modules_without_the_development_tools_stop_the_process():
-    result = _manage("check", **PRODUCTION, SCHEDULING_EXTRA_JOB_MODULES="simulation.probe_jobs")
+    result = _manage("check", **PRODUCTION, SCHEDULER_EXTRA_JOB_MODULES="simulation.probe_jobs")
     assert result.returncode == 1
-    assert result.stderr.startswith("configuration error: SCHEDULING_EXTRA_JOB_MODULES is a development setting")
+    assert result.stderr.startswith("configuration error: SCHEDULER_EXTRA_JOB_MODULES is a development setting")
     assert "Traceback" not in result.stderr
 
 

@@ -257,7 +257,7 @@ def _plan(options: dict[str, Any]) -> SimulationPlan:
         orders_per_minute=options["orders_per_minute"],
         faults=faults,
         fault_job=options["fault_job"],
-        environment={"SCHEDULING_EXTRA_JOB_MODULES": "simulation.probe_jobs", **_PROCESS_ENVIRONMENT},
+        environment={"SCHEDULER_EXTRA_JOB_MODULES": "simulation.probe_jobs", **_PROCESS_ENVIRONMENT},
     )
 
 
