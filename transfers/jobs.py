@@ -1,6 +1,6 @@
 """The job that sends the transfer outbox to the payment provider.
 
-Every minute, and right after each payout run (``transfers_send_soon``). A tick that
+Every minute: the transfers a payout run writes leave at the next tick. A tick that
 finds the previous run still sending is skipped (the running one takes every due
 transfer); missed ticks collapse into one. Each transfer carries its own retry schedule
 (``next_attempt_at``), so the job itself is not retried: the next minute's run is.

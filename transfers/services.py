@@ -35,10 +35,8 @@ from django.db.models.functions import Coalesce
 from payouts.models import Payout
 from scheduling.alerts import problem_alert_now
 from scheduling.fencing import StaleFenceError, fence_check
-from scheduling.models import JobRun, ProblemKind
+from scheduling.models import ProblemKind
 from scheduling.monitoring import Problem
-from scheduling.registry import registry
-from scheduling.services import SchedulingError, job_latest_tick, run_claim_manual
 from tiffin.db import adapt
 from tiffin.money import minor_unit_exponent, to_minor_units
 from transfers import provider, sql
@@ -146,28 +144,6 @@ def transfers_attach_accounts(*, now: datetime) -> int:
             destination=account, status=TransferStatus.PENDING, next_attempt_at=now
         )
     return attached
-
-
-# The subject of the send-transfers run a payout run asks for (transfers_send_soon).
-AFTER_PAYOUT_RUN = "after-payout-run"
-
-
-def transfers_send_soon(*, now: datetime) -> JobRun | None:
-    """Claim (and enqueue) a ``send-transfers`` run at the current minute, so the transfers
-    a payout run wrote leave now rather than at the next tick. A manual run with its own
-    subject: the minute's cron tick keeps its key, so the scheduler still claims it (or
-    records it as the misfire policy says) and no tick looks unclaimed. None if it was
-    already claimed."""
-    if not registry.has(SEND_TRANSFERS_JOB):
-        return None  # a process declaring only some jobs (the engine's tests)
-    try:
-        tick = job_latest_tick(job_name=SEND_TRANSFERS_JOB, at=now)
-        return run_claim_manual(job_name=SEND_TRANSFERS_JOB, scheduled_for=tick, now=now, subject=AFTER_PAYOUT_RUN)
-    except SchedulingError:
-        logger.exception(
-            "could not enqueue %s after the payout run; the minute's cron tick sends them", SEND_TRANSFERS_JOB
-        )
-        return None
 
 
 # --- Sending ----------------------------------------------------------------------------

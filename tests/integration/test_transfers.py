@@ -26,11 +26,12 @@ from django.db import IntegrityError, connections, transaction
 from orders.models import OrderStatus, Restaurant
 from payouts.models import Payout
 from payouts.services import payouts_pay_due
-from scheduling.models import JobRun, RunAlert, RunStatus
+from scheduling.execution import runs_execute
+from scheduling.models import RunAlert, RunStatus
 from scheduling.monitoring import CheckWindow
-from scheduling.services import run_execute_here
+from scheduling.services import run_claim_manual, run_execute_here
 from simulation.provider_process import RunningSandbox, running_sandbox
-from tests.engine import drain_queue, pay
+from tests.engine import pay
 from tests.fences import TokenOnly
 from tiffin.money import to_minor_units
 from transfers import provider
@@ -38,7 +39,7 @@ from transfers.errors import InexactAmountError
 from transfers.jobs import transfers_not_sent, transfers_reconciled
 from transfers.models import RECONCILE_TRANSFERS_JOB, SEND_TRANSFERS_JOB, Transfer, TransferStatus
 from transfers.reconciliation import transfers_reconcile
-from transfers.services import SendResult, transfer_retry, transfer_send, transfers_send_due, transfers_send_soon
+from transfers.services import SendResult, transfer_retry, transfer_send, transfers_send_due
 
 pytestmark = [pytest.mark.postgres, pytest.mark.scenario, pytest.mark.timeout(180)]
 
@@ -217,14 +218,14 @@ def test_with_no_provider_configured_waiting_transfers_are_not_late(paid, settin
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_send_transfers_run_the_payout_run_enqueued_sends_them_all(sandbox, paid) -> None:
+def test_the_send_transfers_job_sends_them_all(sandbox, paid) -> None:
     paid(3)
-    # A send-transfers run at this minute (transfers_send_soon; the cron tick does the same).
-    transfers_send_soon(now=PAID_AT)
-    [run] = JobRun.objects.filter(job_name=SEND_TRANSFERS_JOB)
-    assert run.scheduled_for == PAID_AT.replace(second=0)
+    # The send-transfers tick of the payout run's minute, claimed and executed here.
+    tick = PAID_AT.replace(second=0)
     with time_machine.travel(PAID_AT + timedelta(seconds=10), tick=False):
-        assert drain_queue() == 1
+        run = run_claim_manual(job_name=SEND_TRANSFERS_JOB, scheduled_for=tick, now=PAID_AT, enqueue=False)
+        assert run is not None
+        runs_execute(run_ids=[run.id], worker="test")
     run.refresh_from_db()
     assert run.status == RunStatus.SUCCEEDED, run.error
     assert run.result == {"attached": 0, "sent": 6}
