@@ -11,16 +11,6 @@ from scheduling.models import JobRun, RunStatus
 from transfers.models import RECONCILE_TRANSFERS_JOB, Transfer, TransferStatus
 
 
-def transfers_due(*, now: datetime, limit: int) -> list[int]:
-    """Ids of the pending transfers whose next attempt is due, oldest due first
-    (the partial index transfer_pending_due)."""
-    return list(
-        Transfer.objects.filter(status=TransferStatus.PENDING, next_attempt_at__lte=now)
-        .order_by("next_attempt_at", "id")
-        .values_list("id", flat=True)[:limit]
-    )
-
-
 def transfers_unsent(*, written_before: datetime) -> QuerySet[Transfer]:
     """Transfers pending or waiting for an account, written before ``written_before``
     (index transfer_status: the few rows not sent)."""

@@ -31,8 +31,8 @@ from scheduling.models import RunAlert, RunStatus
 from scheduling.monitoring import CheckWindow
 from scheduling.services import run_claim_manual, run_execute_here
 from simulation.provider_process import RunningSandbox, running_sandbox
-from tests.engine import pay
 from tests.fences import TokenOnly
+from tests.outbox import AS_OF, PAID_AT, Clock, due_again, paid_restaurants
 from tiffin.money import to_minor_units
 from transfers import provider
 from transfers.errors import InexactAmountError
@@ -43,24 +43,7 @@ from transfers.services import SendResult, transfer_retry, transfer_send, transf
 
 pytestmark = [pytest.mark.postgres, pytest.mark.scenario, pytest.mark.timeout(180)]
 
-# A tick of weekly-payouts (Sunday 20:30 UTC): the Kolkata weeks of 1, 8 and 15 March are
-# finished and settled.
-AS_OF = datetime(2027, 3, 21, 20, 30, tzinfo=UTC)
-PAID_AT = AS_OF + timedelta(minutes=5)  # pay()'s clock: the transfers' created_at
 RETENTION = 86400
-
-
-class Clock:
-    """The sender's clock: a fixed instant the test moves."""
-
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-
-    def __call__(self) -> datetime:
-        return self.at
-
-    def advance(self, **delta: float) -> None:
-        self.at += timedelta(**delta)
 
 
 @pytest.fixture
@@ -83,22 +66,13 @@ def paid(restaurant_factory: Any, order_factory: Any) -> Callable[..., list[Rest
     payout, no transfer); then the weekly-payouts run as of AS_OF."""
 
     def make(count: int = 1, *, connected: bool = True) -> list[Restaurant]:
-        restaurants = []
-        for number in range(count):
-            restaurant = restaurant_factory(onboarded_at=datetime(2027, 3, 1, tzinfo=UTC))
-            if connected:
-                Restaurant.objects.filter(id=restaurant.id).update(provider_account=f"acct_Tiffin{restaurant.id}")
-            for day, total in ((10, "1049.38"), (16, f"{200 + number}.05")):
-                delivered = datetime(2027, 3, day, 12, tzinfo=UTC)
-                order_factory(
-                    OrderStatus.DELIVERED,
-                    restaurant=restaurant,
-                    total=Decimal(total),
-                    placed_at=delivered - timedelta(minutes=2),
-                )
-            restaurants.append(restaurant)
-        pay(AS_OF, clock_at=PAID_AT)
-        return restaurants
+        return paid_restaurants(
+            restaurant_factory,
+            order_factory,
+            count=count,
+            orders=lambda number: ((10, "1049.38"), (16, f"{200 + number}.05")),
+            fields=lambda restaurant: {"provider_account": f"acct_Tiffin{restaurant.id}"} if connected else {},
+        )
 
     return make
 
@@ -130,12 +104,6 @@ def assert_provider_matches_ledger() -> None:
 def send_one(transfer: Transfer, clock: Clock, *, fence: int = 1) -> SendResult:
     client = stripe_client()
     return transfer_send(transfer_id=transfer.id, fence=fence, job_run_id=None, client=client, read_clock=clock)
-
-
-def due_again(transfer: Transfer) -> datetime:
-    transfer.refresh_from_db()
-    assert transfer.next_attempt_at is not None
-    return transfer.next_attempt_at
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float = 30.0) -> None:

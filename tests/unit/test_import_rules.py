@@ -113,10 +113,18 @@ def test_only_tests_simulation_and_bench_import_the_provider_sandbox():
 
 # simulation is a development app (installed only with TIFFIN_DEVELOPMENT, tiffin/settings.py):
 # the product never imports it, so a server without it runs everything it ships.
-PRODUCT = ("tiffin", "orders", "carts", "payouts", "statements", "transfers", "scheduling", "demo")
+PRODUCT = ("tiffin", "orders", "carts", "payouts", "statements", "transfers", "outbox", "scheduling", "demo")
 
 
 def test_the_product_imports_no_simulation():
     modules = {name: text for package in PRODUCT for name, text in package_sources(package).items()}
     assert "payouts.jobs" in modules
     assert violations(modules, forbidden=("simulation", "redis")) == []
+
+
+def test_the_shared_outbox_imports_neither_outbox_nor_any_business_app():
+    """``outbox`` holds what the transfer and statement outboxes share; what differs (the
+    provider call, the SMTP send) stays in them, so it imports neither."""
+    modules = package_sources("outbox")
+    assert "outbox.services" in modules
+    assert violations(modules, forbidden=(*BUSINESS_APPS, "transfers", "statements")) == []
