@@ -128,12 +128,13 @@ def outbox_note_error(model: type[Model], *, row_id: int, attempts: int, detail:
     model._default_manager.filter(id=row_id, status=PENDING, attempts=attempts).update(last_error=detail[:ERROR_CHARS])
 
 
-def outbox_give_up(model: type[Model], *, row_id: int, detail: str) -> bool:
+def outbox_give_up(model: type[Model], *, row_id: int, detail: str, status: str = STOPPED) -> bool:
     """Refused in a way no retry fixes: stop the row (never sent again but by a person's
-    ``outbox_retry``) with ``detail`` as its last error. True if this call stopped it
-    (the caller alerts once); False if it was no longer pending."""
+    ``outbox_retry``) with ``detail`` as its last error; ``status`` names another final
+    state an app has (the transfers' ``held``). True if this call stopped it (the caller
+    alerts once); False if it was no longer pending."""
     stopped = model._default_manager.filter(id=row_id, status=PENDING).update(
-        status=STOPPED, next_attempt_at=None, last_error=detail[:ERROR_CHARS]
+        status=status, next_attempt_at=None, last_error=detail[:ERROR_CHARS]
     )
     return stopped == 1
 

@@ -52,11 +52,12 @@ def send_transfers(ctx: RunContext) -> dict[str, Any]:
     def on_batch(progress: SendProgress) -> None:
         ctx.batch_done(progress)  # heartbeats; raises RunLostError if the run is no longer ours
         logger.info(
-            "transfers pass %s: %s sent, %s retrying, %s stopped",
+            "transfers pass %s: %s sent, %s retrying, %s stopped, %s held",
             progress.batches_done,
             progress.sent,
             progress.retrying,
             progress.stopped,
+            progress.held,
         )
 
     result = transfers_send_due(
@@ -72,17 +73,17 @@ def send_transfers(ctx: RunContext) -> dict[str, Any]:
 
 @invariant
 def transfers_not_sent(window: CheckWindow) -> list[Problem]:
-    """Every stopped transfer, and every one still unsent after
+    """Every stopped or held transfer, and every one still unsent after
     TRANSFERS_RECONCILE_GRACE_SECONDS while a provider is configured (a provider down, a
     restaurant not connected), is a problem until it is sent: a paid week without its transfer. A stopped
-    one was alerted when it stopped; the same key here does not alert it again."""
+    or held one was alerted when it stopped; the same key here does not alert it again."""
     grace = timedelta(seconds=settings.TRANSFERS_RECONCILE_GRACE_SECONDS)
     # With no provider configured (a laptop, the demo) nothing could have been sent: the
     # transfers wait, and `check --deploy` warns a server of it (tiffin.W002).
     late = transfers_unsent(written_before=window.now - grace) if provider_configured() else []
     return [
-        *(transfer_problem(transfer=t, detail=t.last_error) for t in transfers_stopped()),
-        *(transfer_problem(transfer=t, detail=_unsent(t), stopped=False) for t in late),
+        *(transfer_problem(transfer=t, detail=t.last_error, state=t.status) for t in transfers_stopped()),
+        *(transfer_problem(transfer=t, detail=_unsent(t), state="unsent") for t in late),
     ]
 
 

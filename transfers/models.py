@@ -28,6 +28,10 @@ class TransferStatus(models.TextChoices):
     # Refused in a way a retry cannot fix (same key, other parameters; an invalid
     # request): a person decides. Never re-sent with a new key.
     STOPPED = outbox.STOPPED, "Stopped (needs a person)"
+    # More than one transfer can carry (Stripe: eight digits of minor units, 999,999.99 in
+    # a two-decimal currency): never sent, held for a person to pay another way
+    # (docs/transfers.md, "A payout larger than one transfer").
+    HELD = "held", "Held: over what one transfer can carry (needs a person)"
 
 
 def transfer_identity(*, restaurant_id: int, period_start: datetime) -> str:

@@ -9,7 +9,7 @@ money owed. ``transfers_reconcile`` reads both and names every disagreement:
 4. a transfer the provider holds while the ledger says it is not sent, once no attempt is
    younger than the grace (a recent one is the sender's business, not a problem yet);
 5. a transfer the ledger says is sent whose provider id the provider's list lacks;
-6. a positive payout not sent after the grace (waiting for an account, retrying, stopped).
+6. a positive payout not sent after the grace (waiting for an account, retrying, stopped, held).
 
 It reads and reports only: the ledger may be repaired from the provider's record by a
 person; money is never sent to repair the ledger. With a window, only provider transfers
@@ -105,7 +105,7 @@ def _judge_ledger(
     for group, provider_id in sent.values_list("transfer_group", "provider_id").iterator(chunk_size=_CHUNK):
         if provider_id not in held_ids:
             found.append(Mismatch("missing", group, f"the ledger says sent as {provider_id}; the provider lists none"))
-    not_sent = [TransferStatus.WAITING_ACCOUNT, TransferStatus.PENDING, TransferStatus.STOPPED]
+    not_sent = [TransferStatus.WAITING_ACCOUNT, TransferStatus.PENDING, TransferStatus.STOPPED, TransferStatus.HELD]
     unsent = Transfer.objects.filter(status__in=not_sent, created_at__lte=now - grace)  # index transfer_status
     for group, status, error in unsent.values_list("transfer_group", "status", "last_error").iterator(
         chunk_size=_CHUNK

@@ -19,8 +19,8 @@ def transfers_unsent(*, written_before: datetime) -> QuerySet[Transfer]:
 
 
 def transfers_stopped() -> QuerySet[Transfer]:
-    """The transfers a person must look at (index transfer_status)."""
-    return Transfer.objects.filter(status=TransferStatus.STOPPED).order_by("id")
+    """The transfers a person must look at, stopped or held (index transfer_status)."""
+    return Transfer.objects.filter(status__in=[TransferStatus.STOPPED, TransferStatus.HELD]).order_by("id")
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class StatusCounts:
     pending: int
     sent: int
     stopped: int
+    held: int
 
 
 def transfer_status_counts() -> StatusCounts:
@@ -38,6 +39,7 @@ def transfer_status_counts() -> StatusCounts:
         pending=counts.get(TransferStatus.PENDING, 0),
         sent=counts.get(TransferStatus.SENT, 0),
         stopped=counts.get(TransferStatus.STOPPED, 0),
+        held=counts.get(TransferStatus.HELD, 0),
     )
 
 

@@ -163,6 +163,7 @@ class SendResult(enum.StrEnum):
     SENT = "sent"  # the provider holds it (created, replayed, or found by a lookup)
     RETRYING = "retrying"  # outcome unknown, or a lookup that cannot decide yet
     STOPPED = "stopped"  # refused for good: a person decides
+    HELD = "held"  # more than one transfer can carry: a person pays it another way
     NOT_DUE = "not_due"  # another sender took it, or it is no longer pending
     STALE = "stale"  # this run lost its fence: nothing recorded
 
@@ -173,6 +174,7 @@ class SendProgress:
     sent: int
     retrying: int
     stopped: int
+    held: int
 
 
 @dataclass(frozen=True)
@@ -200,6 +202,7 @@ class Answer(enum.Enum):
     SENT = "sent"  # the provider holds the frozen request: sent, with its id
     PENDING = "pending"  # outcome unknown: due again at the attempt's next_attempt_at
     STOP = "stop"  # refused for good: stopped and alerted
+    HOLD = "hold"  # more than one transfer can carry: held and alerted
     RESEND = "resend"  # a lookup past the key retention found nothing: the key's window starts again
 
 
@@ -343,6 +346,13 @@ def _reply_to_error(attempt: Attempt, error: stripe.StripeError, *, looking_up: 
     outcome = provider.error_outcome(error)
     if outcome == Outcome.UNKNOWN or looking_up:
         return Reply(attempt, Answer.PENDING, detail)
+    if outcome == Outcome.TOO_LARGE:
+        transfer = attempt.row
+        held = (
+            f"{transfer.amount_minor} {transfer.currency} minor units is more than one transfer can carry "
+            f"(the provider's answer: {detail}); pay it another way (docs/transfers.md)"
+        )
+        return Reply(attempt, Answer.HOLD, held)
     return Reply(attempt, Answer.STOP, detail)
 
 
@@ -366,12 +376,14 @@ def _record(reply: Reply, *, job_run_id: int | None, now: datetime) -> SendResul
     transfer = reply.attempt.row
     if reply.answer == Answer.SENT:
         return SendResult.SENT  # recorded by outbox_record_sent
-    if reply.answer == Answer.STOP:
-        # Refused for good: stop (never re-sent, least of all with a new key) and alert.
-        if outbox_give_up(Transfer, row_id=transfer.id, detail=reply.detail):
-            problem = transfer_problem(transfer=transfer, detail=reply.detail, run_id=job_run_id)
+    if reply.answer in (Answer.STOP, Answer.HOLD):
+        # Refused for good: stop or hold (never re-sent, least of all with a new key) and alert.
+        held = reply.answer == Answer.HOLD
+        status = TransferStatus.HELD if held else TransferStatus.STOPPED
+        if outbox_give_up(Transfer, row_id=transfer.id, detail=reply.detail, status=status):
+            problem = transfer_problem(transfer=transfer, detail=reply.detail, run_id=job_run_id, state=status)
             problem_alert_now(problem=problem, now=now)
-        return SendResult.STOPPED
+        return SendResult.HELD if held else SendResult.STOPPED
     if reply.answer == Answer.RESEND:
         Transfer.objects.filter(id=transfer.id, status=TransferStatus.PENDING, attempts=transfer.attempts).update(
             first_attempt_at=None, next_attempt_at=now, last_error=reply.detail[:ERROR_CHARS]
@@ -383,16 +395,16 @@ def _record(reply: Reply, *, job_run_id: int | None, now: datetime) -> SendResul
     return SendResult.RETRYING
 
 
-def transfer_problem(*, transfer: Transfer, detail: str, run_id: int | None = None, stopped: bool = True) -> Problem:
+def transfer_problem(*, transfer: Transfer, detail: str, run_id: int | None = None, state: str = "stopped") -> Problem:
     """A transfer not sent as a problem of the missed-run check: one key per transfer, so
-    the alert sent when it stopped is not repeated by the hourly invariant."""
+    the alert sent when it stopped (or was held) is not repeated by the hourly invariant."""
     return Problem(
         ProblemKind.INVARIANT,
         SEND_TRANSFERS_JOB,
         transfer.period_start,
         f"transfer:{transfer.idempotency_key}",
         run_id,
-        f"transfer {'stopped' if stopped else 'unsent'}: {detail}",
+        f"transfer {state}: {detail}",
     )
 
 
@@ -520,7 +532,13 @@ def _send_pooled_recording_in_batches(
 
 
 def _progress(batches: int, counts: Counter[str]) -> SendProgress:
-    return SendProgress(batches, counts[SendResult.SENT], counts[SendResult.RETRYING], counts[SendResult.STOPPED])
+    return SendProgress(
+        batches,
+        counts[SendResult.SENT],
+        counts[SendResult.RETRYING],
+        counts[SendResult.STOPPED],
+        counts[SendResult.HELD],
+    )
 
 
 # --- A person's decision ------------------------------------------------------------------

@@ -35,7 +35,7 @@ from tests.fences import TokenOnly
 from tests.outbox import AS_OF, PAID_AT, Clock, due_again, paid_restaurants
 from tiffin.money import to_minor_units
 from transfers import provider
-from transfers.errors import InexactAmountError
+from transfers.errors import InexactAmountError, TransferError
 from transfers.jobs import transfers_not_sent, transfers_reconciled
 from transfers.models import RECONCILE_TRANSFERS_JOB, SEND_TRANSFERS_JOB, Transfer, TransferStatus
 from transfers.reconciliation import transfers_reconcile
@@ -397,6 +397,50 @@ def test_past_the_key_retention_a_transfer_the_provider_never_made_is_sent_once(
     assert sandbox.state()["transfers"] == 1
     transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=2, batch_size=10)
     assert_provider_matches_ledger()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_payout_larger_than_one_transfer_can_carry_is_held_alerted_once_and_never_sent(
+    sandbox, restaurant_factory, order_factory
+) -> None:
+    """Stripe takes at most eight digits of minor units (999,999.99 rupees); the sandbox
+    refuses more as Stripe does (400 amount_too_large). The sender holds that payout with
+    its reason, alerts once, and never sends it again; the rest go."""
+    big_week = [(day, "100000.00") for day in (8, 9, 10, 11, 12, 13) for _ in range(2)]  # 12 lakh gross
+    [restaurant] = paid_restaurants(
+        restaurant_factory,
+        order_factory,
+        count=1,
+        orders=lambda number: [*big_week, (16, "200.05")],
+        fields=lambda restaurant: {"provider_account": f"acct_Tiffin{restaurant.id}"},
+    )
+    big = Transfer.objects.get(amount_minor__gt=99_999_999)
+    assert big.amount_minor == 102_000_000  # 10.2 lakh net: one paisa over is enough
+    clock = Clock(PAID_AT)
+    result = transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=2, batch_size=10)
+    assert result.counts == {"sent": 1, "held": 1}
+    big.refresh_from_db()
+    assert (big.status, big.next_attempt_at, big.attempts) == (TransferStatus.HELD, None, 1)
+    assert "more than one transfer can carry" in big.last_error
+    assert "InvalidRequestError (400)" in big.last_error and "999,999.99" in big.last_error
+    [alert] = RunAlert.objects.filter(job_name=SEND_TRANSFERS_JOB)
+    assert alert.subject == f"transfer:{big.idempotency_key}" and "transfer held" in alert.detail
+    # A problem of check_runs at once (the alert's key: not alerted again) until a person acts.
+    [problem] = transfers_not_sent(CheckWindow.ending(clock.at))
+    assert problem.subject == alert.subject and problem.detail.startswith("transfer held:")
+    # Never sent again, by any pass, nor retried by hand as if a retry could fix it.
+    clock.advance(days=3)
+    assert transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=2, batch_size=10).counts == {}
+    with pytest.raises(TransferError, match="is held, not stopped"):
+        transfer_retry(transfer_id=big.id, now=clock.at)
+    big.refresh_from_db()
+    assert (big.status, big.attempts) == (TransferStatus.HELD, 1)
+    assert [item.amount for item in provider.transfers_all(client=stripe_client())] == [
+        to_minor_units(Payout.objects.get(restaurant=restaurant, net__gt=0, net__lt=1000).net, "inr")
+    ]
+    # Reconciliation names the paid week without its transfer.
+    mismatches = transfers_reconcile(client=stripe_client(), now=clock.at, created_since=None, grace=timedelta(days=1))
+    assert [(m.kind, m.transfer_group) for m in mismatches] == [("unsent", big.transfer_group)]
 
 
 # --- Reconciliation -----------------------------------------------------------------------
