@@ -104,13 +104,15 @@ def _unsent(transfer: Transfer) -> str:
 )
 def reconcile_transfers(ctx: RunContext) -> dict[str, Any]:
     """Compare the provider's transfers with the ledger (``transfers.reconciliation``);
-    the mismatches are the result, which the ``transfers_reconciled`` invariant reports."""
+    the result holds how many matched and the mismatches of each kind (which /metrics and
+    the transfers admin show) and the mismatches themselves (which the
+    ``transfers_reconciled`` invariant reports)."""
     if not provider_configured():
         logger.warning("PAYMENT_PROVIDER_URL is not set: nothing to reconcile with")
         return {"skipped": "PAYMENT_PROVIDER_URL is not set"}
     now = clock.now()
     window = settings.TRANSFERS_RECONCILE_WINDOW_DAYS
-    mismatches = transfers_reconcile(
+    found = transfers_reconcile(
         client=provider_client(),
         now=now,
         created_since=now - timedelta(days=window) if window else None,
@@ -118,8 +120,9 @@ def reconcile_transfers(ctx: RunContext) -> dict[str, Any]:
     )
     return {
         "checked_at": now.isoformat(),
-        "mismatches": len(mismatches),
-        "problems": [mismatch.as_dict() for mismatch in mismatches[:RECONCILE_PROBLEMS_KEPT]],
+        "counts": found.counts(),
+        "mismatches": len(found.mismatches),
+        "problems": [mismatch.as_dict() for mismatch in found.mismatches[:RECONCILE_PROBLEMS_KEPT]],
     }
 
 

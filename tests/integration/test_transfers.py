@@ -22,12 +22,14 @@ import pytest
 import stripe
 import time_machine
 from django.db import IntegrityError, connections, transaction
+from django.urls import reverse
+from prometheus_client.parser import text_string_to_metric_families
 
 from orders.models import OrderStatus, Restaurant
 from payouts.models import Payout
 from payouts.services import payouts_pay_due
 from scheduling.execution import runs_execute
-from scheduling.models import RunAlert, RunStatus
+from scheduling.models import JobRun, RunAlert, RunStatus
 from scheduling.monitoring import CheckWindow
 from scheduling.services import run_claim_manual, run_execute_here
 from simulation.provider_process import RunningSandbox, running_sandbox
@@ -94,11 +96,10 @@ def assert_provider_matches_ledger() -> None:
         assert item.destination == payout.restaurant.provider_account
         assert payout.transfer.status == TransferStatus.SENT and payout.transfer.provider_id == item.id
     # And the daily reconciliation, which compares the same two records, finds nothing.
-    grace = timedelta(days=1)
-    assert (
-        transfers_reconcile(client=stripe_client(), now=PAID_AT + timedelta(days=5), created_since=None, grace=grace)
-        == []
+    found = transfers_reconcile(
+        client=stripe_client(), now=PAID_AT + timedelta(days=5), created_since=None, grace=timedelta(days=1)
     )
+    assert (found.mismatches, found.matched) == ([], len(expected))
 
 
 def send_one(transfer: Transfer, clock: Clock, *, fence: int = 1) -> SendResult:
@@ -439,8 +440,9 @@ def test_a_payout_larger_than_one_transfer_can_carry_is_held_alerted_once_and_ne
         to_minor_units(Payout.objects.get(restaurant=restaurant, net__gt=0, net__lt=1000).net, "inr")
     ]
     # Reconciliation names the paid week without its transfer.
-    mismatches = transfers_reconcile(client=stripe_client(), now=clock.at, created_since=None, grace=timedelta(days=1))
-    assert [(m.kind, m.transfer_group) for m in mismatches] == [("unsent", big.transfer_group)]
+    found = transfers_reconcile(client=stripe_client(), now=clock.at, created_since=None, grace=timedelta(days=1))
+    assert [(m.kind, m.transfer_group) for m in found.mismatches] == [("unsent", big.transfer_group)]
+    assert found.matched == 1
 
 
 # --- Reconciliation -----------------------------------------------------------------------
@@ -448,6 +450,13 @@ def test_a_payout_larger_than_one_transfer_can_carry_is_held_alerted_once_and_ne
 
 @pytest.mark.django_db(transaction=True)
 def test_the_daily_reconciliation_names_every_disagreement_as_a_problem(sandbox, paid, settings) -> None:
+    reconcile_every_disagreement(paid, settings)
+
+
+def reconcile_every_disagreement(paid: Any, settings: Any) -> JobRun:
+    """Two restaurants' four transfers sent, then each kind of disagreement planted (but
+    'unsent'), and the reconcile-transfers run of 28 March 04:00 UTC; its problems are
+    checked. Returns the run."""
     # Every provider transfer: the sandbox's clock is today's, the ledger's is in 2027.
     settings.TRANSFERS_RECONCILE_WINDOW_DAYS = 0
     paid(2)
@@ -493,3 +502,48 @@ def test_the_daily_reconciliation_names_every_disagreement_as_a_problem(sandbox,
         ]
     ), found
     assert isinstance(run.result, dict) and run.result["mismatches"] == 5
+    # Of the four transfers the outbox sent, one is recorded as the provider holds it.
+    counts = {"matched": 0, "double": 1, "unknown": 1, "different": 1, "not_recorded": 1, "missing": 1, "unsent": 0}
+    assert run.result["counts"] == counts
+    return run
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_reconciliation_is_on_metrics_and_the_transfers_admin(
+    sandbox, paid, settings, client, admin_client, admin_pages
+) -> None:
+    settings.METRICS_ENABLED, settings.METRICS_BEARER_TOKEN, settings.METRICS_MULTIPROC_DIR = True, "", ""
+    assert "tiffin_transfers_reconciliation" not in scrape(client)  # before any reconciliation
+    page = admin_client.get(reverse("admin:transfers_transfer_changelist")).content.decode()
+    assert "No reconciliation has compared the provider's transfers with the ledger yet." in page
+    run = reconcile_every_disagreement(paid, settings)
+    Transfer.objects.filter(status=TransferStatus.SENT).update(status=TransferStatus.HELD, provider_id="")  # counted
+    samples = scrape(client)
+    assert {labels[0][1]: value for labels, value in samples["tiffin_transfers_reconciliation"].items()} == {
+        "matched": 0.0,
+        "double": 1.0,
+        "unknown": 1.0,
+        "different": 1.0,
+        "not_recorded": 1.0,
+        "missing": 1.0,
+        "unsent": 0.0,
+    }
+    checked = datetime(2027, 3, 28, 4, 1, tzinfo=UTC).timestamp()  # the run's clock
+    assert samples["tiffin_transfers_reconciled_timestamp_seconds"] == {(): checked}
+    unsent = {labels[0][1]: value for labels, value in samples["tiffin_transfers_unsent"].items()}
+    assert unsent == {"waiting_account": 0.0, "pending": 0.0, "stopped": 1.0, "held": 3.0}
+    page = " ".join(admin_client.get(reverse("admin:transfers_transfer_changelist")).content.decode().split())
+    assert f'href="{reverse("admin:scheduling_jobrun_change", args=[run.id])}"' in page
+    assert "<strong>0</strong> transfers matched; 1 missing at the provider, 1 unknown to the ledger," in page
+    assert "Each mismatch is an open problem of check_runs." in page
+
+
+def scrape(client: Any) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """Every sample of a /metrics scrape: {sample name: {sorted labels: value}}."""
+    response = client.get("/metrics")
+    assert response.status_code == 200, response.content
+    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return samples
