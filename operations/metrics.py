@@ -19,7 +19,9 @@ Every read is bounded, so a scrape costs the same on ten million runs as on none
    missed-run check first saw the epoch after an older one (``job_fence_epochs``), and the
    runs still running under an older epoch (``job_run_live``: running runs only);
 8. per job, its schedule's expected interval (computed from the cron expression, cached
-   per expression, zone and year) and when it was first registered (``job_schedules``).
+   per expression, zone and year) and when it was first registered (``job_schedules``);
+9. the figures the apps declare over their own tables (``database_gauges``), bounded
+   likewise by their own indexes.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 import functools
 import hmac
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -72,6 +74,21 @@ INTERVAL_SAMPLE_TICKS = 5000
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
+# The apps' own figures (``database_gauges``): each a read of the app's tables as of the
+# scrape's instant, yielding metric families.
+AppGauges = Callable[[datetime], Iterable[Metric]]
+_APP_GAUGES: list[AppGauges] = []
+
+
+def database_gauges(read: AppGauges) -> AppGauges:
+    """Declare ``read`` as figures /metrics reads from the database at every scrape, as
+    ``operations.monitoring.invariant`` declares a check: the engine imports no app, and an
+    app declares its gauges here (the transfers' reconciliation, transfers/metrics.py)."""
+    if read not in _APP_GAUGES:
+        _APP_GAUGES.append(read)
+    return read
+
+
 def _seconds(moment: datetime) -> float:
     return moment.timestamp()
 
@@ -91,6 +108,8 @@ class DatabaseCollector(Collector):
         yield from _schedulers(self.now)
         yield from _fence()
         yield from _schedules(self.now)
+        for read in _APP_GAUGES:
+            yield from read(self.now)
 
 
 def _job_finishes() -> Iterator[Metric]:

@@ -48,6 +48,9 @@ FAULT_MODES = ", ".join(FaultMode)
 DEFAULT_DELAY_MS = {FaultMode.COMMIT_THEN_TIMEOUT: 30_000, FaultMode.SLOW: 1_000}
 DESTINATION = re.compile(r"^acct_[A-Za-z0-9]+$")
 CURRENCY = re.compile(r"^[a-zA-Z]{3}$")
+# The most one transfer can carry: Stripe takes an amount of at most eight digits in the
+# currency's smallest unit, and answers a larger one 400 amount_too_large.
+MAX_AMOUNT = 99_999_999
 CREATE_PARAMS = {"amount", "currency", "destination", "transfer_group", "description", "source_transaction"}
 # "created[]": created[gt], [gte], [lt] and [lte] (Stripe's range filter).
 LIST_PARAMS = {"limit", "starting_after", "ending_before", "destination", "transfer_group", "created", "created[]"}
@@ -314,6 +317,10 @@ def new_transfer(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     amount = _integer(params["amount"], param="amount")
     if amount < 1:
         raise ApiError(400, "This value must be greater than or equal to 1.", code="parameter_invalid_integer",
+                       param="amount")  # fmt: skip
+    if amount > MAX_AMOUNT:
+        raise ApiError(400, "Amount must be no more than 99999999 in the currency's smallest unit "
+                       "(999,999.99 in a two-decimal currency).", code="amount_too_large",
                        param="amount")  # fmt: skip
     if not CURRENCY.fullmatch(params["currency"]):
         raise ApiError(400, f"Invalid currency: {params['currency']}.", code="parameter_invalid_string",

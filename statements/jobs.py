@@ -15,11 +15,11 @@ from django.conf import settings
 
 from operations.monitoring import CheckWindow, Problem, invariant
 from scheduling.context import RunContext
-from scheduling.models import Misfire, Overlap, ProblemKind
+from scheduling.models import Misfire, Overlap
 from scheduling.registry import job
-from statements.models import SEND_STATEMENTS_JOB, StatementStatus
-from statements.selectors import statements_unsent_since
-from statements.services import SendProgress, statements_send_due
+from statements.models import SEND_STATEMENTS_JOB, Statement, StatementStatus
+from statements.selectors import statements_stopped, statements_unsent_since
+from statements.services import SendProgress, statement_problem, statements_send_due
 from tiffin import clock
 
 logger = logging.getLogger(__name__)
@@ -45,7 +45,13 @@ def send_statements(ctx: RunContext) -> dict[str, int]:
 
     def on_batch(progress: SendProgress) -> None:
         ctx.batch_done(progress)  # heartbeats; raises RunLostError if the run is no longer ours
-        logger.info("statements pass %s: %s sent, %s retrying", progress.batches_done, progress.sent, progress.retrying)
+        logger.info(
+            "statements pass %s: %s sent, %s retrying, %s stopped",
+            progress.batches_done,
+            progress.sent,
+            progress.retrying,
+            progress.stopped,
+        )
 
     return statements_send_due(
         fence=ctx.fence,
@@ -60,22 +66,21 @@ def send_statements(ctx: RunContext) -> dict[str, int]:
 def statements_sent(window: CheckWindow) -> list[Problem]:
     """Every statement is sent at least once: one still unsent STATEMENTS_UNSENT_GRACE_SECONDS
     after it was written is a problem (a mail server down for that long, a restaurant with
-    no address), keyed by its Message-ID, so it is alerted once and resolved when it goes."""
+    no address), and so is every stopped one (the server refused it for good; alerted when
+    it stopped), keyed by its Message-ID, so it is alerted once and resolved when it goes."""
     grace = timedelta(seconds=settings.STATEMENTS_UNSENT_GRACE_SECONDS)
-    unsent = statements_unsent_since(written_before=window.now - grace)[:UNSENT_PROBLEMS_KEPT]
+    stopped = list(statements_stopped()[:UNSENT_PROBLEMS_KEPT])
+    unsent = statements_unsent_since(written_before=window.now - grace).exclude(status=StatementStatus.STOPPED)
     return [
-        Problem(
-            ProblemKind.INVARIANT,
-            SEND_STATEMENTS_JOB,
-            statement.period_start,
-            f"statement:{statement.message_id}",
-            None,
-            "statement not sent: "
-            + (
-                "the restaurant has no statement_email"
-                if statement.status == StatementStatus.WAITING_RECIPIENT
-                else f"{statement.attempts} attempts, last: {statement.last_error or 'none yet'}"
-            ),
-        )
-        for statement in unsent
+        *(statement_problem(statement=statement, detail=statement.last_error) for statement in stopped),
+        *(
+            statement_problem(statement=statement, detail=_unsent(statement))
+            for statement in unsent[: UNSENT_PROBLEMS_KEPT - len(stopped)]
+        ),
     ]
+
+
+def _unsent(statement: Statement) -> str:
+    if statement.status == StatementStatus.WAITING_RECIPIENT:
+        return "the restaurant has no statement_email"
+    return f"{statement.attempts} attempts, last: {statement.last_error or 'none yet'}"

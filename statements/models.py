@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from django.db import models
 from django.db.models import Q
 
+from outbox import status as outbox
 from statements.errors import StatementError
 
 # The job that mails pending statements (statements/jobs.py).
@@ -21,8 +22,11 @@ SEND_FENCE_RESOURCE = "statements:send"
 class StatementStatus(models.TextChoices):
     # Written while the restaurant had no statement_email: it goes once one is entered.
     WAITING_RECIPIENT = "waiting_recipient", "Waiting for the restaurant's statement email"
-    PENDING = "pending", "Pending (to send, or the last attempt failed)"
-    SENT = "sent", "Sent (the mail server accepted it)"
+    PENDING = outbox.PENDING, "Pending (to send, or the last attempt failed)"
+    SENT = outbox.SENT, "Sent (the mail server accepted it)"
+    # Refused for good by the mail server (a 5xx reply to the recipient or the message):
+    # a person fixes the address and retries it, with the same Message-ID.
+    STOPPED = outbox.STOPPED, "Stopped (needs a person)"
 
 
 def statement_message_id(*, restaurant_id: int, period_start: datetime, domain: str) -> str:
@@ -67,6 +71,8 @@ class Statement(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        # The admin's retry action, as for transfers: mailing again is a decision.
+        permissions = [("retry_statement", "Can retry a stopped statement with the same Message-ID")]
         constraints = [
             models.UniqueConstraint(fields=["restaurant", "period_start"], name="statement_one_per_payout_identity"),
             models.CheckConstraint(condition=Q(status__in=StatementStatus.values), name="statement_status_known"),
@@ -79,7 +85,7 @@ class Statement(models.Model):
             ),
         ]
         indexes = [
-            # The sender's "due" query (statements.selectors.statements_due): pending rows by
+            # The sender's "due" query (outbox.selectors.outbox_due): pending rows by
             # next_attempt_at; the partial index holds only the few pending ones.
             models.Index(
                 fields=["next_attempt_at"], name="statement_pending_due", condition=Q(status=StatementStatus.PENDING)

@@ -9,16 +9,6 @@ from django.db.models import QuerySet
 from statements.models import Statement, StatementStatus
 
 
-def statements_due(*, now: datetime, limit: int) -> list[int]:
-    """Ids of the pending statements whose next attempt is due, oldest due first
-    (the partial index statement_pending_due)."""
-    return list(
-        Statement.objects.filter(status=StatementStatus.PENDING, next_attempt_at__lte=now)
-        .order_by("next_attempt_at", "id")
-        .values_list("id", flat=True)[:limit]
-    )
-
-
 def statements_waiting_with_recipient() -> list[tuple[int, str]]:
     """(id, address) of each statement that waits for a recipient whose restaurant now
     has a statement email (index statement_status)."""
@@ -31,3 +21,9 @@ def statements_unsent_since(*, written_before: datetime) -> QuerySet[Statement]:
     waiting for a recipient), oldest first (index statement_status: few rows are unsent)."""
     unsent = Statement.objects.exclude(status=StatementStatus.SENT).filter(created_at__lt=written_before)
     return unsent.order_by("created_at", "id")
+
+
+def statements_stopped() -> QuerySet[Statement]:
+    """The statements the mail server refused for good: a person fixes the address and
+    retries them (index statement_status)."""
+    return Statement.objects.filter(status=StatementStatus.STOPPED).order_by("id")

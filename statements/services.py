@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 import functools
 import logging
+import smtplib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,11 +35,34 @@ from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
 from django.db import connection, transaction
 
+from operations.alerts import problem_alert_now
+from operations.monitoring import Problem
+from orders.models import Restaurant
+from outbox.errors import OutboxError
+from outbox.selectors import outbox_due
+from outbox.services import (
+    outbox_attempts_begin,
+    outbox_backoff,
+    outbox_fenced,
+    outbox_give_up,
+    outbox_note_error,
+    outbox_record_sent,
+    outbox_release_waiting,
+    outbox_retry,
+)
 from payouts.models import Payout
-from scheduling.fencing import StaleFenceError, fence_check
+from scheduling.fencing import StaleFenceError
+from scheduling.models import ProblemKind
 from statements import sql
-from statements.models import SEND_FENCE_RESOURCE, Statement, StatementStatus, statement_message_id
-from statements.selectors import statements_due, statements_waiting_with_recipient
+from statements.errors import StatementError
+from statements.models import (
+    SEND_FENCE_RESOURCE,
+    SEND_STATEMENTS_JOB,
+    Statement,
+    StatementStatus,
+    statement_message_id,
+)
+from statements.selectors import statements_waiting_with_recipient
 
 logger = logging.getLogger(__name__)
 
@@ -187,12 +211,9 @@ def _amount(value: Decimal) -> str:
 def statements_attach_recipients(*, now: datetime) -> int:
     """Freeze the recipient of statements that waited for their restaurant's statement
     email, now that it has one, and make them due. Safe: none of them was ever sent."""
-    attached = 0
-    for statement_id, address in statements_waiting_with_recipient():
-        attached += Statement.objects.filter(
-            id=statement_id, status=StatementStatus.WAITING_RECIPIENT, attempts=0
-        ).update(recipient=address, status=StatementStatus.PENDING, next_attempt_at=now)
-    return attached
+    waiting = StatementStatus.WAITING_RECIPIENT
+    found = statements_waiting_with_recipient()
+    return outbox_release_waiting(Statement, waiting=waiting, found=found, column="recipient", now=now)
 
 
 # --- Sending ----------------------------------------------------------------------------
@@ -201,6 +222,7 @@ def statements_attach_recipients(*, now: datetime) -> int:
 class SendResult(enum.StrEnum):
     SENT = "sent"  # the mail server accepted it, and that is recorded
     RETRYING = "retrying"  # an SMTP or socket error: pending, due again after the backoff
+    STOPPED = "stopped"  # refused for good (a 5xx): a person decides
     NOT_DUE = "not_due"  # another sender took it, or it is no longer pending
     STALE = "stale"  # this run lost its fence: nothing recorded (it will be mailed again)
 
@@ -210,12 +232,16 @@ class SendProgress:
     batches_done: int
     sent: int
     retrying: int
+    stopped: int
 
 
 def statement_backoff(*, attempt: int) -> timedelta:
     """The wait after attempt number ``attempt`` (1-based): base * 2^(attempt - 1), capped."""
-    seconds = settings.STATEMENTS_RETRY_BASE_SECONDS * 2 ** max(attempt - 1, 0)
-    return timedelta(seconds=min(seconds, settings.STATEMENTS_RETRY_MAX_SECONDS))
+    return outbox_backoff(
+        attempt=attempt,
+        base_seconds=settings.STATEMENTS_RETRY_BASE_SECONDS,
+        max_seconds=settings.STATEMENTS_RETRY_MAX_SECONDS,
+    )
 
 
 def statement_attempt_begin(
@@ -223,19 +249,17 @@ def statement_attempt_begin(
 ) -> Statement | None:
     """Step 1 (module doc): take the statement for one attempt, or None if it is not
     pending and due any more (another sender took it)."""
-    with transaction.atomic():
-        fence_check(SEND_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
-        statement = Statement.objects.select_for_update().filter(id=statement_id).first()
-        if statement is None or statement.status != StatementStatus.PENDING:
-            return None
-        if statement.next_attempt_at is None or statement.next_attempt_at > now:
-            return None
-        statement.attempts += 1
-        statement.last_attempt_at = now
-        lease = timedelta(seconds=settings.EMAIL_TIMEOUT * _SMTP_STEPS)
-        statement.next_attempt_at = now + lease + statement_backoff(attempt=statement.attempts)
-        statement.save(update_fields=["attempts", "last_attempt_at", "next_attempt_at"])
-        return statement
+    taken = outbox_attempts_begin(
+        Statement,
+        ids=[statement_id],
+        fence_resource=SEND_FENCE_RESOURCE,
+        fence=fence,
+        job_run_id=job_run_id,
+        now=now,
+        lease=timedelta(seconds=settings.EMAIL_TIMEOUT * _SMTP_STEPS),
+        backoff=lambda attempt: statement_backoff(attempt=attempt),
+    )
+    return taken[0].row if taken else None
 
 
 def statement_mail(*, statement: Statement) -> None:
@@ -281,27 +305,52 @@ def statement_send(
 
 def statement_record_sent(statement: Statement, *, fence: int, job_run_id: int | None, now: datetime) -> SendResult:
     """Step 3: the server took it. Under the fence, in its own transaction."""
-    with transaction.atomic():
-        fence_check(SEND_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
-        Statement.objects.filter(id=statement.pk, status=StatementStatus.PENDING).update(
-            status=StatementStatus.SENT, sent_at=now, next_attempt_at=None, last_error=""
-        )
+    with outbox_fenced(fence_resource=SEND_FENCE_RESOURCE, fence=fence, job_run_id=job_run_id, now=now):
+        outbox_record_sent(Statement, sent=[(statement.pk, {})], now=now)
     return SendResult.SENT
+
+
+def refused_for_good(error: OSError) -> bool:
+    """Whether the mail server refused the message for good: a 5xx reply (RFC 5321,
+    4.2.1) to its recipient or to its content. The analogue of a provider refusing a
+    transfer's request: no retry fixes it. Every other error (a 4xx, a dropped or refused
+    connection, a timeout) may be the server's passing state, and so are a 5xx to our
+    credentials or our sender address, which fixing the configuration cures: retried, as
+    the transfers retry a refused API key."""
+    if isinstance(error, smtplib.SMTPRecipientsRefused):
+        codes = [code for code, _ in error.recipients.values()]
+        return bool(codes) and all(500 <= code < 600 for code in codes)
+    return isinstance(error, smtplib.SMTPDataError) and 500 <= error.smtp_code < 600
 
 
 def _record_error(
     statement: Statement, error: OSError, *, fence: int, job_run_id: int | None, now: datetime
 ) -> SendResult:
-    """Not taken, as far as we know: keep it pending; it is due again at the
-    ``next_attempt_at`` its attempt set, with the same Message-ID."""
+    """Refused for good (``refused_for_good``): stopped and alerted, until a person fixes
+    the address and retries it. Otherwise not taken, as far as we know: it stays pending,
+    due again at the ``next_attempt_at`` its attempt set, with the same Message-ID."""
     detail = f"attempt {statement.attempts}: {type(error).__name__}: {error}"
     logger.warning("statement %s: %s", statement.message_id, detail)
-    with transaction.atomic():
-        fence_check(SEND_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
-        Statement.objects.filter(id=statement.pk, status=StatementStatus.PENDING, attempts=statement.attempts).update(
-            last_error=detail[:2000]
-        )
-    return SendResult.RETRYING
+    with outbox_fenced(fence_resource=SEND_FENCE_RESOURCE, fence=fence, job_run_id=job_run_id, now=now):
+        if not refused_for_good(error):
+            outbox_note_error(Statement, row_id=statement.pk, attempts=statement.attempts, detail=detail)
+            return SendResult.RETRYING
+        if outbox_give_up(Statement, row_id=statement.pk, detail=detail):
+            problem_alert_now(problem=statement_problem(statement=statement, detail=detail, run_id=job_run_id), now=now)
+    return SendResult.STOPPED
+
+
+def statement_problem(*, statement: Statement, detail: str, run_id: int | None = None) -> Problem:
+    """A statement not sent as a problem of the missed-run check, keyed by its Message-ID:
+    the alert sent when it stopped is not repeated by the ``statements_sent`` invariant."""
+    return Problem(
+        ProblemKind.INVARIANT,
+        SEND_STATEMENTS_JOB,
+        statement.period_start,
+        f"statement:{statement.message_id}",
+        run_id,
+        f"statement not sent: {detail}",
+    )
 
 
 def statements_send_due(
@@ -321,7 +370,7 @@ def statements_send_due(
     seen: set[int] = set()
     batches = 0
     while True:
-        ids = [i for i in statements_due(now=read_clock(), limit=batch_size) if i not in seen]
+        ids = [i for i in outbox_due(Statement, now=read_clock(), limit=batch_size) if i not in seen]
         if not ids:
             break
         seen.update(ids)
@@ -331,7 +380,32 @@ def statements_send_due(
         counts.update(str(result) for result in results)
         batches += 1
         if on_batch is not None:
-            on_batch(SendProgress(batches, counts[SendResult.SENT], counts[SendResult.RETRYING]))
+            on_batch(
+                SendProgress(batches, counts[SendResult.SENT], counts[SendResult.RETRYING], counts[SendResult.STOPPED])
+            )
         if SendResult.STALE in results:
             break
     return dict(counts)
+
+
+# --- A person's decision ------------------------------------------------------------------
+
+
+def statement_retry(*, statement_id: int, now: datetime) -> Statement:
+    """Put a stopped statement back to pending, due now, with the same Message-ID, subject
+    and body, to the restaurant's statement email as it is now: a statement stops when the
+    mail server refused its recipient or content for good, so nothing was delivered and
+    the person retrying it has fixed the address first (the only thing retrying takes
+    afresh). Refused if the restaurant has no address."""
+    with transaction.atomic():
+        try:
+            statement = outbox_retry(Statement, row_id=statement_id, now=now)
+        except OutboxError as error:
+            raise StatementError(str(error)) from None
+        address = Restaurant.objects.filter(id=statement.restaurant_id).values_list("statement_email", flat=True)[0]
+        if not address:
+            raise StatementError(f"{statement}: its restaurant has no statement_email; enter one, then retry")
+        if address != statement.recipient:
+            Statement.objects.filter(id=statement.pk).update(recipient=address)
+            statement.recipient = address
+        return statement

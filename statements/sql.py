@@ -11,19 +11,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from outbox.sql import initial_state_columns
 from tiffin.db import execute, int_array
 
 # One statement per row of the arrays: the frozen email of one payout, pending if it has a
 # recipient (due at once), else waiting for one. The unique (restaurant, period start) and
 # message_id keys refuse a second statement for a payout.
-_INSERT = """
+_INSERT = f"""
 INSERT INTO statements_statement (
     payout_id, restaurant_id, period_start, recipient, subject, body, message_id,
     status, attempts, next_attempt_at, last_error, created_at
 )
 SELECT s.payout_id, s.restaurant_id, s.period_start, s.recipient, s.subject, s.body, s.message_id,
-       CASE WHEN s.recipient = '' THEN %(waiting)s ELSE %(pending)s END, 0,
-       CASE WHEN s.recipient = '' THEN NULL ELSE %(written_at)s::timestamptz END, '', %(written_at)s
+       {initial_state_columns("s.recipient")}
 FROM unnest(%(payout_ids)s::bigint[], %(restaurant_ids)s::bigint[], %(period_starts)s::timestamptz[],
             %(recipients)s::text[], %(subjects)s::text[], %(bodies)s::text[], %(message_ids)s::text[])
      AS s (payout_id, restaurant_id, period_start, recipient, subject, body, message_id)

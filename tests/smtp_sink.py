@@ -10,6 +10,7 @@ A fault is a line of ``DIR/faults``; each message's DATA consumes the first line
 - ``drop-after-data``: record the message (the server took it), then drop the connection
   before the ``250`` reply: the client cannot know the message was taken.
 - ``451``: do not record it; answer ``451 4.3.0`` (a temporary refusal).
+- ``550``: do not record it; answer ``550 5.1.1`` (a permanent refusal: no such mailbox).
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ class RecordingHandler:
         fault = self._next_fault()
         if fault == "451":
             return "451 4.3.0 Try again later"
+        if fault == "550":
+            return "550 5.1.1 No such mailbox here"
         self._record(envelope.original_content)
         if fault == "drop-after-data":
             server.transport.abort()  # taken, and no reply: the client sees the connection drop

@@ -4,19 +4,20 @@ edited here: what was sent once is what is sent again."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from tiffin import clock
+from outbox.admin import outbox_retry_selected
 from tiffin.admin_lists import BoundedPaginator
 from transfers.errors import TransferError
 from transfers.models import Transfer
+from transfers.selectors import reconciliation_summary
 from transfers.services import transfer_retry
 
 if TYPE_CHECKING:
@@ -78,18 +79,23 @@ class TransferAdmin(_TransferAdmin):
 
     @admin.action(description="Retry the selected stopped transfers (same key, same request)", permissions=["retry"])
     def retry(self, request: HttpRequest, queryset: QuerySet[Transfer]) -> None:
-        now = clock.now()
-        retried, refused = 0, []
-        for transfer_id in queryset.values_list("id", flat=True):
-            try:
-                transfer_retry(transfer_id=transfer_id, now=now)
-                retried += 1
-            except TransferError as error:
-                refused.append(str(error))
-        if retried:
-            self.message_user(request, f"{retried} transfers will be sent again with their own key.", messages.SUCCESS)
-        for message in refused:
-            self.message_user(request, message, messages.WARNING)
+        outbox_retry_selected(
+            self,
+            request,
+            queryset,
+            retry=lambda row_id, now: transfer_retry(transfer_id=row_id, now=now),
+            refused=TransferError,
+            done="{count} transfers will be sent again with their own key.",
+        )
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        """The list, with what the newest reconciliation found (``reconciliation_summary``)."""
+        summary = reconciliation_summary()
+        context: dict[str, Any] = {"reconciliation": summary, **(extra_context or {})}
+        if summary is not None:
+            context["reconciliation_url"] = reverse("admin:scheduling_jobrun_change", args=[summary.run_id])
+            context["reconciliation_mismatches"] = sum(n for kind, n in summary.counts.items() if kind != "matched")
+        return super().changelist_view(request, context)
 
     @admin.display(description="amount", ordering="amount_minor")
     def amount(self, transfer: Transfer) -> str:

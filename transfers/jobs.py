@@ -1,6 +1,6 @@
 """The job that sends the transfer outbox to the payment provider.
 
-Every minute, and right after each payout run (``transfers_send_soon``). A tick that
+Every minute: the transfers a payout run writes leave at the next tick. A tick that
 finds the previous run still sending is skipped (the running one takes every due
 transfer); missed ticks collapse into one. Each transfer carries its own retry schedule
 (``next_attempt_at``), so the job itself is not retried: the next minute's run is.
@@ -52,11 +52,12 @@ def send_transfers(ctx: RunContext) -> dict[str, Any]:
     def on_batch(progress: SendProgress) -> None:
         ctx.batch_done(progress)  # heartbeats; raises RunLostError if the run is no longer ours
         logger.info(
-            "transfers pass %s: %s sent, %s retrying, %s stopped",
+            "transfers pass %s: %s sent, %s retrying, %s stopped, %s held",
             progress.batches_done,
             progress.sent,
             progress.retrying,
             progress.stopped,
+            progress.held,
         )
 
     result = transfers_send_due(
@@ -72,17 +73,17 @@ def send_transfers(ctx: RunContext) -> dict[str, Any]:
 
 @invariant
 def transfers_not_sent(window: CheckWindow) -> list[Problem]:
-    """Every stopped transfer, and every one still unsent after
+    """Every stopped or held transfer, and every one still unsent after
     TRANSFERS_RECONCILE_GRACE_SECONDS while a provider is configured (a provider down, a
     restaurant not connected), is a problem until it is sent: a paid week without its transfer. A stopped
-    one was alerted when it stopped; the same key here does not alert it again."""
+    or held one was alerted when it stopped; the same key here does not alert it again."""
     grace = timedelta(seconds=settings.TRANSFERS_RECONCILE_GRACE_SECONDS)
     # With no provider configured (a laptop, the demo) nothing could have been sent: the
     # transfers wait, and `check --deploy` warns a server of it (tiffin.W002).
     late = transfers_unsent(written_before=window.now - grace) if provider_configured() else []
     return [
-        *(transfer_problem(transfer=t, detail=t.last_error) for t in transfers_stopped()),
-        *(transfer_problem(transfer=t, detail=_unsent(t), stopped=False) for t in late),
+        *(transfer_problem(transfer=t, detail=t.last_error, state=t.status) for t in transfers_stopped()),
+        *(transfer_problem(transfer=t, detail=_unsent(t), state="unsent") for t in late),
     ]
 
 
@@ -103,13 +104,15 @@ def _unsent(transfer: Transfer) -> str:
 )
 def reconcile_transfers(ctx: RunContext) -> dict[str, Any]:
     """Compare the provider's transfers with the ledger (``transfers.reconciliation``);
-    the mismatches are the result, which the ``transfers_reconciled`` invariant reports."""
+    the result holds how many matched and the mismatches of each kind (which /metrics and
+    the transfers admin show) and the mismatches themselves (which the
+    ``transfers_reconciled`` invariant reports)."""
     if not provider_configured():
         logger.warning("PAYMENT_PROVIDER_URL is not set: nothing to reconcile with")
         return {"skipped": "PAYMENT_PROVIDER_URL is not set"}
     now = clock.now()
     window = settings.TRANSFERS_RECONCILE_WINDOW_DAYS
-    mismatches = transfers_reconcile(
+    found = transfers_reconcile(
         client=provider_client(),
         now=now,
         created_since=now - timedelta(days=window) if window else None,
@@ -117,8 +120,9 @@ def reconcile_transfers(ctx: RunContext) -> dict[str, Any]:
     )
     return {
         "checked_at": now.isoformat(),
-        "mismatches": len(mismatches),
-        "problems": [mismatch.as_dict() for mismatch in mismatches[:RECONCILE_PROBLEMS_KEPT]],
+        "counts": found.counts(),
+        "mismatches": len(found.mismatches),
+        "problems": [mismatch.as_dict() for mismatch in found.mismatches[:RECONCILE_PROBLEMS_KEPT]],
     }
 
 

@@ -9,6 +9,8 @@ from typing import Any
 from django.db import models
 from django.db.models import Q
 
+from outbox import status as outbox
+
 # The job that sends pending transfers (transfers/jobs.py).
 SEND_TRANSFERS_JOB = "send-transfers"
 # The daily comparison of the provider's transfers with the ledger (transfers/jobs.py).
@@ -21,11 +23,15 @@ SEND_FENCE_RESOURCE = "transfers:send"
 class TransferStatus(models.TextChoices):
     # Written without a destination: the restaurant has no provider account yet.
     WAITING_ACCOUNT = "waiting_account", "Waiting for the restaurant's provider account"
-    PENDING = "pending", "Pending (to send, or outcome unknown)"
-    SENT = "sent", "Sent (the provider holds it)"
+    PENDING = outbox.PENDING, "Pending (to send, or outcome unknown)"
+    SENT = outbox.SENT, "Sent (the provider holds it)"
     # Refused in a way a retry cannot fix (same key, other parameters; an invalid
     # request): a person decides. Never re-sent with a new key.
-    STOPPED = "stopped", "Stopped (needs a person)"
+    STOPPED = outbox.STOPPED, "Stopped (needs a person)"
+    # More than one transfer can carry (Stripe: eight digits of minor units, 999,999.99 in
+    # a two-decimal currency): never sent, held for a person to pay another way
+    # (docs/transfers.md, "A payout larger than one transfer").
+    HELD = "held", "Held: over what one transfer can carry (needs a person)"
 
 
 def transfer_identity(*, restaurant_id: int, period_start: datetime) -> str:
@@ -90,7 +96,7 @@ class Transfer(models.Model):
             ),
         ]
         indexes = [
-            # The sender's "due" query (transfers.selectors.transfers_due): pending rows by
+            # The sender's "due" query (outbox.selectors.outbox_due): pending rows by
             # next_attempt_at; the partial index holds only the few pending ones.
             models.Index(
                 fields=["next_attempt_at"], name="transfer_pending_due", condition=Q(status=TransferStatus.PENDING)

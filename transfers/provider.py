@@ -95,12 +95,21 @@ class Outcome(enum.Enum):
     # The provider read the request and refused it (an unknown account, a bad currency):
     # no retry makes it right. Stop and alert.
     REFUSED = "refused"
+    # The amount is more than one transfer can carry (Stripe's code ``amount_too_large``):
+    # no retry, and no retry by hand, makes it right. Hold and alert.
+    TOO_LARGE = "too_large"
+
+
+# Stripe's error code for an amount over what one transfer can carry.
+AMOUNT_TOO_LARGE = "amount_too_large"
 
 
 def error_outcome(error: stripe.StripeError) -> Outcome:
     """Classify an error the ``stripe`` library raised (see ``Outcome``)."""
     if isinstance(error, stripe.IdempotencyError):
         return Outcome.IDEMPOTENCY
+    if isinstance(error, stripe.InvalidRequestError) and error.code == AMOUNT_TOO_LARGE:
+        return Outcome.TOO_LARGE
     if isinstance(error, stripe.InvalidRequestError | stripe.CardError):
         return Outcome.REFUSED
     return Outcome.UNKNOWN

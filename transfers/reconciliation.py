@@ -9,7 +9,7 @@ money owed. ``transfers_reconcile`` reads both and names every disagreement:
 4. a transfer the provider holds while the ledger says it is not sent, once no attempt is
    younger than the grace (a recent one is the sender's business, not a problem yet);
 5. a transfer the ledger says is sent whose provider id the provider's list lacks;
-6. a positive payout not sent after the grace (waiting for an account, retrying, stopped).
+6. a positive payout not sent after the grace (waiting for an account, retrying, stopped, held).
 
 It reads and reports only: the ledger may be repaired from the provider's record by a
 person; money is never sent to repair the ledger. With a window, only provider transfers
@@ -18,7 +18,7 @@ created in it are listed, and cases 5 and 6 are judged for rows well inside it.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,9 +33,13 @@ from transfers.provider import ProviderTransfer
 _CHUNK = 2000
 
 
+# The kinds of mismatch, in the module doc's order (cases 1 to 6).
+MISMATCH_KINDS = ("double", "unknown", "different", "not_recorded", "missing", "unsent")
+
+
 @dataclass(frozen=True)
 class Mismatch:
-    kind: str  # double, unknown, different, not_recorded, missing, unsent
+    kind: str  # one of MISMATCH_KINDS
     transfer_group: str
     detail: str
 
@@ -43,19 +47,44 @@ class Mismatch:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Reconciliation:
+    """What one comparison found: ``matched`` transfers the provider holds exactly as the
+    ledger recorded them (one for the group, sent with that id, the same amount, currency
+    and destination), and every mismatch."""
+
+    matched: int
+    mismatches: list[Mismatch]
+
+    def counts(self) -> dict[str, int]:
+        """``matched`` and the number of mismatches of each kind (0 included)."""
+        found = Counter(mismatch.kind for mismatch in self.mismatches)
+        return {"matched": self.matched, **{kind: found[kind] for kind in MISMATCH_KINDS}}
+
+
 def transfers_reconcile(
     *, client: stripe.StripeClient, now: datetime, created_since: datetime | None, grace: timedelta
-) -> list[Mismatch]:
-    """Every disagreement between the provider and the ledger (module doc), by group."""
+) -> Reconciliation:
+    """Every disagreement between the provider and the ledger (module doc), by group, and
+    how many transfers agree."""
     held: dict[str, list[ProviderTransfer]] = defaultdict(list)
     for item in provider.transfers_all(client=client, created_since=created_since):
         held[item.transfer_group].append(item)
     rows = _rows_of_groups(sorted(held))
     mismatches: list[Mismatch] = []
+    matched = 0
     for group, items in sorted(held.items()):
-        mismatches += _judge_held(group, items, rows.get(group), now=now, grace=grace)
+        found = _judge_held(group, items, rows.get(group), now=now, grace=grace)
+        mismatches += found
+        if not found and _recorded_as_held(items, rows.get(group)):
+            matched += 1
     mismatches += _judge_ledger(held, now=now, created_since=created_since, grace=grace)
-    return mismatches
+    return Reconciliation(matched=matched, mismatches=mismatches)
+
+
+def _recorded_as_held(items: list[ProviderTransfer], row: Transfer | None) -> bool:
+    """The one transfer of a group is the ledger's sent row, under its provider id."""
+    return row is not None and row.status == TransferStatus.SENT and [i.id for i in items] == [row.provider_id]
 
 
 def _rows_of_groups(groups: list[str]) -> dict[str, Transfer]:
@@ -105,7 +134,7 @@ def _judge_ledger(
     for group, provider_id in sent.values_list("transfer_group", "provider_id").iterator(chunk_size=_CHUNK):
         if provider_id not in held_ids:
             found.append(Mismatch("missing", group, f"the ledger says sent as {provider_id}; the provider lists none"))
-    not_sent = [TransferStatus.WAITING_ACCOUNT, TransferStatus.PENDING, TransferStatus.STOPPED]
+    not_sent = [TransferStatus.WAITING_ACCOUNT, TransferStatus.PENDING, TransferStatus.STOPPED, TransferStatus.HELD]
     unsent = Transfer.objects.filter(status__in=not_sent, created_at__lte=now - grace)  # index transfer_status
     for group, status, error in unsent.values_list("transfer_group", "status", "last_error").iterator(
         chunk_size=_CHUNK

@@ -11,16 +11,6 @@ from scheduling.models import JobRun, RunStatus
 from transfers.models import RECONCILE_TRANSFERS_JOB, Transfer, TransferStatus
 
 
-def transfers_due(*, now: datetime, limit: int) -> list[int]:
-    """Ids of the pending transfers whose next attempt is due, oldest due first
-    (the partial index transfer_pending_due)."""
-    return list(
-        Transfer.objects.filter(status=TransferStatus.PENDING, next_attempt_at__lte=now)
-        .order_by("next_attempt_at", "id")
-        .values_list("id", flat=True)[:limit]
-    )
-
-
 def transfers_unsent(*, written_before: datetime) -> QuerySet[Transfer]:
     """Transfers pending or waiting for an account, written before ``written_before``
     (index transfer_status: the few rows not sent)."""
@@ -29,29 +19,39 @@ def transfers_unsent(*, written_before: datetime) -> QuerySet[Transfer]:
 
 
 def transfers_stopped() -> QuerySet[Transfer]:
-    """The transfers a person must look at (index transfer_status)."""
-    return Transfer.objects.filter(status=TransferStatus.STOPPED).order_by("id")
+    """The transfers a person must look at, stopped or held (index transfer_status)."""
+    return Transfer.objects.filter(status__in=[TransferStatus.STOPPED, TransferStatus.HELD]).order_by("id")
 
 
-@dataclass(frozen=True)
-class StatusCounts:
-    waiting_account: int
-    pending: int
-    sent: int
-    stopped: int
-
-
-def transfer_status_counts() -> StatusCounts:
-    counts = dict(Transfer.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
-    return StatusCounts(
-        waiting_account=counts.get(TransferStatus.WAITING_ACCOUNT, 0),
-        pending=counts.get(TransferStatus.PENDING, 0),
-        sent=counts.get(TransferStatus.SENT, 0),
-        stopped=counts.get(TransferStatus.STOPPED, 0),
-    )
+def transfers_unsent_counts() -> dict[str, int]:
+    """How many transfers are in each status but sent (0 included): the few rows not sent
+    (index transfer_status), never a count of the sent history."""
+    unsent = [status for status in TransferStatus if status != TransferStatus.SENT]
+    rows = Transfer.objects.filter(status__in=unsent).order_by().values_list("status").annotate(n=Count("id"))
+    counts = dict(rows.values_list("status", "n"))
+    return {str(status): counts.get(status, 0) for status in unsent}
 
 
 def reconciliation_latest() -> JobRun | None:
     """The newest successful reconciliation run: its result lists the mismatches it found."""
     runs = JobRun.objects.filter(job_name=RECONCILE_TRANSFERS_JOB, status=RunStatus.SUCCEEDED)
     return runs.order_by("-scheduled_for", "-id").first()
+
+
+@dataclass(frozen=True)
+class ReconciliationSummary:
+    """The newest reconciliation, as /metrics and the transfers admin show it."""
+
+    run_id: int
+    checked_at: datetime
+    counts: dict[str, int]  # "matched" and each mismatch kind
+
+
+def reconciliation_summary() -> ReconciliationSummary | None:
+    """The newest successful reconciliation's counts, or None before any that compared
+    (a run with no provider configured compares nothing)."""
+    latest = reconciliation_latest()
+    if latest is None or not isinstance(latest.result, dict) or "counts" not in latest.result:
+        return None
+    counts = {str(kind): int(count) for kind, count in latest.result["counts"].items()}
+    return ReconciliationSummary(latest.id, datetime.fromisoformat(latest.result["checked_at"]), counts)

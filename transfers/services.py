@@ -28,24 +28,34 @@ from decimal import Decimal
 
 import stripe
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Value
 from django.db.models.functions import Coalesce
 
 from operations.alerts import problem_alert_now
 from operations.monitoring import Problem
+from outbox.errors import OutboxError
+from outbox.selectors import outbox_due
+from outbox.services import (
+    ERROR_CHARS,
+    Taken,
+    outbox_attempts_begin,
+    outbox_backoff,
+    outbox_fenced,
+    outbox_give_up,
+    outbox_note_error,
+    outbox_record_sent,
+    outbox_release_waiting,
+    outbox_retry,
+)
 from payouts.models import Payout
-from scheduling.fencing import StaleFenceError, fence_check
-from scheduling.models import JobRun, ProblemKind
-from scheduling.registry import registry
-from scheduling.services import SchedulingError, job_latest_tick, run_claim_manual
-from tiffin.db import adapt
+from scheduling.fencing import StaleFenceError
+from scheduling.models import ProblemKind
 from tiffin.money import minor_unit_exponent, to_minor_units
 from transfers import provider, sql
 from transfers.errors import InexactAmountError, TransferError
 from transfers.models import SEND_FENCE_RESOURCE, SEND_TRANSFERS_JOB, Transfer, TransferStatus, transfer_identity
 from transfers.provider import Outcome, ProviderTransfer
-from transfers.selectors import transfers_due
 
 logger = logging.getLogger(__name__)
 
@@ -139,35 +149,11 @@ def _transfer_of(
 def transfers_attach_accounts(*, now: datetime) -> int:
     """Freeze the destination of transfers that waited for their restaurant's provider
     account, now that it has one, and make them due. Safe: none of them was ever sent."""
-    attached = 0
     waiting = Transfer.objects.filter(status=TransferStatus.WAITING_ACCOUNT).exclude(restaurant__provider_account="")
-    for transfer_id, account in waiting.values_list("id", "restaurant__provider_account"):
-        attached += Transfer.objects.filter(id=transfer_id, status=TransferStatus.WAITING_ACCOUNT, attempts=0).update(
-            destination=account, status=TransferStatus.PENDING, next_attempt_at=now
-        )
-    return attached
-
-
-# The subject of the send-transfers run a payout run asks for (transfers_send_soon).
-AFTER_PAYOUT_RUN = "after-payout-run"
-
-
-def transfers_send_soon(*, now: datetime) -> JobRun | None:
-    """Claim (and enqueue) a ``send-transfers`` run at the current minute, so the transfers
-    a payout run wrote leave now rather than at the next tick. A manual run with its own
-    subject: the minute's cron tick keeps its key, so the scheduler still claims it (or
-    records it as the misfire policy says) and no tick looks unclaimed. None if it was
-    already claimed."""
-    if not registry.has(SEND_TRANSFERS_JOB):
-        return None  # a process declaring only some jobs (the engine's tests)
-    try:
-        tick = job_latest_tick(job_name=SEND_TRANSFERS_JOB, at=now)
-        return run_claim_manual(job_name=SEND_TRANSFERS_JOB, scheduled_for=tick, now=now, subject=AFTER_PAYOUT_RUN)
-    except SchedulingError:
-        logger.exception(
-            "could not enqueue %s after the payout run; the minute's cron tick sends them", SEND_TRANSFERS_JOB
-        )
-        return None
+    found = list(waiting.values_list("id", "restaurant__provider_account"))
+    return outbox_release_waiting(
+        Transfer, waiting=TransferStatus.WAITING_ACCOUNT, found=found, column="destination", now=now
+    )
 
 
 # --- Sending ----------------------------------------------------------------------------
@@ -177,6 +163,7 @@ class SendResult(enum.StrEnum):
     SENT = "sent"  # the provider holds it (created, replayed, or found by a lookup)
     RETRYING = "retrying"  # outcome unknown, or a lookup that cannot decide yet
     STOPPED = "stopped"  # refused for good: a person decides
+    HELD = "held"  # more than one transfer can carry: a person pays it another way
     NOT_DUE = "not_due"  # another sender took it, or it is no longer pending
     STALE = "stale"  # this run lost its fence: nothing recorded
 
@@ -187,6 +174,7 @@ class SendProgress:
     sent: int
     retrying: int
     stopped: int
+    held: int
 
 
 @dataclass(frozen=True)
@@ -197,14 +185,15 @@ class SendPassResult:
 
 def transfer_backoff(*, attempt: int) -> timedelta:
     """The wait after attempt number ``attempt`` (1-based): base * 2^(attempt - 1), capped."""
-    seconds = settings.TRANSFERS_RETRY_BASE_SECONDS * 2 ** max(attempt - 1, 0)
-    return timedelta(seconds=min(seconds, settings.TRANSFERS_RETRY_MAX_SECONDS))
+    return outbox_backoff(
+        attempt=attempt,
+        base_seconds=settings.TRANSFERS_RETRY_BASE_SECONDS,
+        max_seconds=settings.TRANSFERS_RETRY_MAX_SECONDS,
+    )
 
 
-@dataclass(frozen=True)
-class Attempt:
-    transfer: Transfer  # as updated by the attempt
-    previous_attempt_at: datetime | None
+# A transfer taken for one attempt (as the attempt updated it) and its previous attempt's time.
+Attempt = Taken[Transfer]
 
 
 class Answer(enum.Enum):
@@ -213,6 +202,7 @@ class Answer(enum.Enum):
     SENT = "sent"  # the provider holds the frozen request: sent, with its id
     PENDING = "pending"  # outcome unknown: due again at the attempt's next_attempt_at
     STOP = "stop"  # refused for good: stopped and alerted
+    HOLD = "hold"  # more than one transfer can carry: held and alerted
     RESEND = "resend"  # a lookup past the key retention found nothing: the key's window starts again
 
 
@@ -240,36 +230,27 @@ def transfers_attempts_begin(
     *, transfer_ids: Sequence[int], fence: int, job_run_id: int | None, now: datetime, queued: int = 0
 ) -> list[Attempt]:
     """Step 1 for several transfers in one fenced transaction: take each that is still
-    pending and due (the others are skipped: another sender took them), in id order.
+    pending and due (the others are skipped: another sender took them), in id order, and
+    set ``first_attempt_at`` once (the provider's key retention runs from it).
 
     The lease is the request's timeout plus the backoff; ``queued`` more timeouts for an
     attempt that may wait behind that many requests of this sender before its own goes.
     """
     lease = timedelta(seconds=settings.PAYMENT_PROVIDER_TIMEOUT_SECONDS * (1 + queued))
-    with transaction.atomic():
-        fence_check(SEND_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
-        rows = Transfer.objects.select_for_update().filter(
-            id__in=list(transfer_ids), status=TransferStatus.PENDING, next_attempt_at__lte=now
-        )
-        taken = [Attempt(transfer, transfer.last_attempt_at) for transfer in rows.order_by("id")]
-        # One UPDATE per number of attempts made (the backoff depends on it), not per row.
-        by_attempts: dict[int, list[int]] = {}
-        for attempt in taken:
-            by_attempts.setdefault(attempt.transfer.attempts, []).append(attempt.transfer.id)
-        for made, ids in by_attempts.items():
-            Transfer.objects.filter(id__in=ids).update(
-                attempts=made + 1,
-                first_attempt_at=Coalesce("first_attempt_at", Value(now)),
-                last_attempt_at=now,
-                next_attempt_at=now + lease + transfer_backoff(attempt=made + 1),
-            )
-        for attempt in taken:
-            transfer = attempt.transfer
-            transfer.attempts += 1
-            transfer.first_attempt_at = transfer.first_attempt_at or now
-            transfer.last_attempt_at = now
-            transfer.next_attempt_at = now + lease + transfer_backoff(attempt=transfer.attempts)
-        return taken
+    taken = outbox_attempts_begin(
+        Transfer,
+        ids=transfer_ids,
+        fence_resource=SEND_FENCE_RESOURCE,
+        fence=fence,
+        job_run_id=job_run_id,
+        now=now,
+        lease=lease,
+        backoff=lambda attempt: transfer_backoff(attempt=attempt),
+        also={"first_attempt_at": Coalesce("first_attempt_at", Value(now))},
+    )
+    for attempt in taken:
+        attempt.row.first_attempt_at = attempt.row.first_attempt_at or now
+    return taken
 
 
 def transfer_send(
@@ -298,7 +279,7 @@ def transfer_send(
 def transfer_ask(*, attempt: Attempt, client: stripe.StripeClient, read_clock: Callable[[], datetime]) -> Reply:
     """Step 2: the provider call for one attempt, and what to record; no database access
     (the sender's threads run it)."""
-    transfer = attempt.transfer
+    transfer = attempt.row
     if _key_may_be_forgotten(transfer, now=transfer.last_attempt_at or read_clock()):
         return _look_up(attempt=attempt, client=client, read_clock=read_clock)
     if _sent_before_the_ledger_knew(transfer):
@@ -363,7 +344,7 @@ def _look_up(*, attempt: Attempt, client: stripe.StripeClient, read_clock: Calla
        next attempt sends the same key, which now creates the one transfer;
     4. none, but an attempt is recent: wait (pending, backoff) and look again.
     """
-    transfer = attempt.transfer
+    transfer = attempt.row
     try:
         found = provider.transfers_find(client=client, transfer_group=transfer.transfer_group)
     except stripe.StripeError as error:
@@ -385,7 +366,7 @@ def _look_up(*, attempt: Attempt, client: stripe.StripeClient, read_clock: Calla
 def _reply_to_found(attempt: Attempt, found: ProviderTransfer) -> Reply:
     """The provider holds ``found`` under this transfer's key or group: sent, if it is
     the frozen request; a different amount or destination is stopped and alerted."""
-    transfer = attempt.transfer
+    transfer = attempt.row
     if (found.amount, found.currency, found.destination) != (
         transfer.amount_minor,
         transfer.currency,
@@ -405,6 +386,13 @@ def _reply_to_error(attempt: Attempt, error: stripe.StripeError, *, looking_up: 
     outcome = provider.error_outcome(error)
     if outcome == Outcome.UNKNOWN or looking_up:
         return Reply(attempt, Answer.PENDING, detail)
+    if outcome == Outcome.TOO_LARGE:
+        transfer = attempt.row
+        held = (
+            f"{transfer.amount_minor} {transfer.currency} minor units is more than one transfer can carry "
+            f"(the provider's answer: {detail}); pay it another way (docs/transfers.md)"
+        )
+        return Reply(attempt, Answer.HOLD, held)
     return Reply(attempt, Answer.STOP, detail)
 
 
@@ -414,67 +402,53 @@ def transfers_record(
     """Step 3 for one or more attempts, in one transaction guarded by the fence: every
     answer is recorded, or (StaleFenceError) none is. Each write is conditional on the row
     still being pending, so a row another sender already recorded is left as it is."""
-    with transaction.atomic():
-        fence_check(SEND_FENCE_RESOURCE, fence, now=now, run_id=job_run_id)
-        _record_sent([reply for reply in replies if reply.answer == Answer.SENT], now=now)
+    with outbox_fenced(fence_resource=SEND_FENCE_RESOURCE, fence=fence, job_run_id=job_run_id, now=now):
+        sent = [
+            (reply.attempt.row.id, {"provider_id": reply.provider_id})
+            for reply in replies
+            if reply.answer == Answer.SENT
+        ]
+        outbox_record_sent(Transfer, sent=sent, now=now)
         return [_record(reply, job_run_id=job_run_id, now=now) for reply in replies]
 
 
-def _record_sent(replies: Sequence[Reply], *, now: datetime) -> None:
-    """The provider holds each: sent, with its id, if still pending (one round trip for
-    all of them: psycopg pipelines ``executemany``)."""
-    statement = (
-        f"UPDATE {Transfer._meta.db_table} SET status = %s, provider_id = %s, sent_at = %s, "
-        "next_attempt_at = NULL, last_error = '' WHERE id = %s AND status = %s"
-    )
-    rows = [
-        (
-            TransferStatus.SENT.value,
-            reply.provider_id,
-            adapt(now),
-            reply.attempt.transfer.id,
-            TransferStatus.PENDING.value,
-        )
-        for reply in replies
-    ]
-    if rows:
-        with connection.cursor() as cursor:
-            cursor.executemany(statement, rows)
-
-
 def _record(reply: Reply, *, job_run_id: int | None, now: datetime) -> SendResult:
-    transfer = reply.attempt.transfer
-    pending = Transfer.objects.filter(id=transfer.id, status=TransferStatus.PENDING)
+    transfer = reply.attempt.row
     if reply.answer == Answer.SENT:
-        return SendResult.SENT  # recorded by _record_sent
-    if reply.answer == Answer.STOP:
-        # Refused for good: stop (never re-sent, least of all with a new key) and alert.
-        if pending.update(status=TransferStatus.STOPPED, next_attempt_at=None, last_error=reply.detail[:2000]):
-            problem = transfer_problem(transfer=transfer, detail=reply.detail, run_id=job_run_id)
+        return SendResult.SENT  # recorded by outbox_record_sent
+    if reply.answer in (Answer.STOP, Answer.HOLD):
+        # Refused for good: stop or hold (never re-sent, least of all with a new key) and alert.
+        held = reply.answer == Answer.HOLD
+        status = TransferStatus.HELD if held else TransferStatus.STOPPED
+        if outbox_give_up(Transfer, row_id=transfer.id, detail=reply.detail, status=status):
+            problem = transfer_problem(transfer=transfer, detail=reply.detail, run_id=job_run_id, state=status)
             problem_alert_now(problem=problem, now=now)
-        return SendResult.STOPPED
-    this_attempt = pending.filter(attempts=transfer.attempts)
+        return SendResult.HELD if held else SendResult.STOPPED
     if reply.answer == Answer.RESEND:
-        this_attempt.update(first_attempt_at=None, next_attempt_at=now, last_error=reply.detail[:2000])
+        Transfer.objects.filter(id=transfer.id, status=TransferStatus.PENDING, attempts=transfer.attempts).update(
+            first_attempt_at=None, next_attempt_at=now, last_error=reply.detail[:ERROR_CHARS]
+        )
     elif reply.reopen:
-        this_attempt.update(first_attempt_at=None, last_error=reply.detail[:2000])
+        Transfer.objects.filter(id=transfer.id, status=TransferStatus.PENDING, attempts=transfer.attempts).update(
+            first_attempt_at=None, last_error=reply.detail[:ERROR_CHARS]
+        )
     else:
         # Outcome unknown: it stays pending, due again at the next_attempt_at its attempt
         # set, and goes with the same key.
-        this_attempt.update(last_error=reply.detail[:2000])
+        outbox_note_error(Transfer, row_id=transfer.id, attempts=transfer.attempts, detail=reply.detail)
     return SendResult.RETRYING
 
 
-def transfer_problem(*, transfer: Transfer, detail: str, run_id: int | None = None, stopped: bool = True) -> Problem:
+def transfer_problem(*, transfer: Transfer, detail: str, run_id: int | None = None, state: str = "stopped") -> Problem:
     """A transfer not sent as a problem of the missed-run check: one key per transfer, so
-    the alert sent when it stopped is not repeated by the hourly invariant."""
+    the alert sent when it stopped (or was held) is not repeated by the hourly invariant."""
     return Problem(
         ProblemKind.INVARIANT,
         SEND_TRANSFERS_JOB,
         transfer.period_start,
         f"transfer:{transfer.idempotency_key}",
         run_id,
-        f"transfer {'stopped' if stopped else 'unsent'}: {detail}",
+        f"transfer {state}: {detail}",
     )
 
 
@@ -551,7 +525,7 @@ def _send_pooled_recording_in_batches(
             # Keep up to ``concurrency - 1`` attempts waiting behind the running requests.
             if taking and len(in_flight) < 2 * concurrency - 1:
                 want = 2 * concurrency - 1 - len(in_flight)
-                ids = [i for i in transfers_due(now=read_clock(), limit=want + resent) if i not in seen][:want]
+                ids = [i for i in outbox_due(Transfer, now=read_clock(), limit=want + resent) if i not in seen][:want]
                 seen.update(ids)
                 if not ids:
                     taking = False
@@ -602,7 +576,13 @@ def _send_pooled_recording_in_batches(
 
 
 def _progress(batches: int, counts: Counter[str]) -> SendProgress:
-    return SendProgress(batches, counts[SendResult.SENT], counts[SendResult.RETRYING], counts[SendResult.STOPPED])
+    return SendProgress(
+        batches,
+        counts[SendResult.SENT],
+        counts[SendResult.RETRYING],
+        counts[SendResult.STOPPED],
+        counts[SendResult.HELD],
+    )
 
 
 # --- A person's decision ------------------------------------------------------------------
@@ -613,14 +593,7 @@ def transfer_retry(*, transfer_id: int, now: datetime) -> Transfer:
     frozen request (a new key could pay twice). For a person who fixed the cause at the
     provider (an account enabled); an idempotency error repeats until the provider's
     record and the request agree, which reconciliation shows."""
-    with transaction.atomic():
-        transfer = Transfer.objects.select_for_update().filter(id=transfer_id).first()
-        if transfer is None:
-            raise TransferError(f"no transfer with id {transfer_id}")
-        if transfer.status != TransferStatus.STOPPED:
-            raise TransferError(f"{transfer} is {transfer.status}, not stopped; only a stopped transfer is retried")
-        transfer.status = TransferStatus.PENDING
-        transfer.next_attempt_at = now
-        transfer.last_error = f"retried by hand at {now:%Y-%m-%d %H:%M:%S} UTC after: {transfer.last_error}"[:2000]
-        transfer.save(update_fields=["status", "next_attempt_at", "last_error"])
-        return transfer
+    try:
+        return outbox_retry(Transfer, row_id=transfer_id, now=now)
+    except OutboxError as error:
+        raise TransferError(str(error)) from None

@@ -18,6 +18,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from outbox.sql import initial_state_columns
 from tiffin.db import execute, fetch, int_array
 
 # The first payout just written with a positive net that is not a whole number of the
@@ -34,15 +35,14 @@ LIMIT 1
 # One transfer per payout just written with a positive net and no transfer yet: the frozen
 # request (amount in minor units, exact once _INEXACT found nothing; the restaurant's
 # account, or waiting for one), keyed by the payout's business identity.
-_INSERT = """
+_INSERT = f"""
 INSERT INTO transfers_transfer (
     payout_id, restaurant_id, period_start, amount_minor, currency, destination, idempotency_key,
-    transfer_group, status, provider_id, attempts, next_attempt_at, last_error, created_at
+    transfer_group, provider_id, status, attempts, next_attempt_at, last_error, created_at
 )
 SELECT p.id, p.restaurant_id, p.period_start, (p.net * %(scale)s)::bigint, %(currency)s, r.provider_account,
        k.identity, k.identity,
-       CASE WHEN r.provider_account = '' THEN %(waiting)s ELSE %(pending)s END, '', 0,
-       CASE WHEN r.provider_account = '' THEN NULL ELSE %(written_at)s::timestamptz END, '', %(written_at)s
+       '', {initial_state_columns("r.provider_account")}
 FROM payouts_payout p
 JOIN orders_restaurant r ON r.id = p.restaurant_id
 CROSS JOIN LATERAL (

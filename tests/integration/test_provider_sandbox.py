@@ -202,6 +202,19 @@ def test_a_refused_request_stores_nothing_under_its_key(sandbox: RunningSandbox)
     assert not replayed(create(stripe_client, "k"))
 
 
+def test_an_amount_over_eight_digits_is_refused_as_stripe_refuses_it(sandbox: RunningSandbox) -> None:
+    """Stripe's amounts are at most 99,999,999 minor units: one more is a 400
+    ``amount_too_large`` in Stripe's error shape, and nothing is stored under the key."""
+    stripe_client = client(sandbox)
+    with pytest.raises(stripe.InvalidRequestError) as refused:
+        create(stripe_client, "big", amount=100_000_000)
+    error = refused.value
+    assert (error.http_status, error.code, error.param) == (400, "amount_too_large", "amount")
+    assert isinstance(error.json_body, dict) and error.json_body["error"]["type"] == "invalid_request_error"
+    assert sandbox.state()["transfers"] == 0
+    assert create(stripe_client, "big", amount=99_999_999).amount == 99_999_999  # the most, and the key is free
+
+
 def test_only_test_secret_keys_are_accepted(sandbox: RunningSandbox) -> None:
     for api_key in ("pk_test_abc", "sk_live_abc"):
         stranger = stripe.StripeClient(api_key, base_addresses={"api": sandbox.url}, max_network_retries=0)

@@ -19,18 +19,20 @@ from typing import Any
 
 import pytest
 import time_machine
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core import mail
 from django.db import IntegrityError
 from django.urls import reverse
 
 from operations.monitoring import CheckWindow
-from orders.models import OrderStatus, Restaurant
+from orders.models import Restaurant
 from payouts.models import Payout
 from payouts.services import payouts_pay_due
 from scheduling.execution import runs_execute
 from scheduling.fencing import StaleFenceError
-from scheduling.models import RunStatus
+from scheduling.models import RunAlert, RunStatus
 from scheduling.services import run_claim_manual
+from statements.errors import StatementError
 from statements.jobs import statements_sent
 from statements.models import SEND_STATEMENTS_JOB, Statement, StatementStatus, statement_message_id
 from statements.services import (
@@ -38,33 +40,18 @@ from statements.services import (
     statement_attempt_begin,
     statement_mail,
     statement_record_sent,
+    statement_retry,
     statements_send_due,
 )
 from support.ports import free_port
 from tests.engine import pay
 from tests.fences import TokenOnly
+from tests.outbox import AS_OF, PAID_AT, Clock, due_again, paid_restaurants
 from tests.smtp_sink import RunningSmtpServer, running_smtp_server
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 
-# A tick of weekly-payouts (Sunday 20:30 UTC): the Kolkata weeks of 1, 8 and 15 March 2027
-# are finished and settled.
-AS_OF = datetime(2027, 3, 21, 20, 30, tzinfo=UTC)
-PAID_AT = AS_OF + timedelta(minutes=5)  # pay()'s clock: the statements' created_at
 DOMAIN = "statements.test.invalid"
-
-
-class Clock:
-    """The sender's clock: a fixed instant the test moves."""
-
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-
-    def __call__(self) -> datetime:
-        return self.at
-
-    def advance(self, **delta: float) -> None:
-        self.at += timedelta(**delta)
 
 
 @pytest.fixture(autouse=True)
@@ -91,22 +78,13 @@ def paid(restaurant_factory: Any, order_factory: Any) -> Callable[..., list[Rest
     ``with_email`` is off; then the weekly-payouts run as of AS_OF."""
 
     def make(count: int = 1, *, with_email: bool = True) -> list[Restaurant]:
-        restaurants = []
-        for number in range(count):
-            restaurant = restaurant_factory(onboarded_at=datetime(2027, 3, 1, tzinfo=UTC))
-            if with_email:
-                Restaurant.objects.filter(id=restaurant.id).update(statement_email=f"owner{restaurant.id}@example.com")
-            for day, total in ((10, "12345.67"), (11, "1000.00"), (16, f"{200 + number}.05")):
-                delivered = datetime(2027, 3, day, 12, tzinfo=UTC)
-                order_factory(
-                    OrderStatus.DELIVERED,
-                    restaurant=restaurant,
-                    total=Decimal(total),
-                    placed_at=delivered - timedelta(minutes=2),
-                )
-            restaurants.append(restaurant)
-        pay(AS_OF, clock_at=PAID_AT)
-        return restaurants
+        return paid_restaurants(
+            restaurant_factory,
+            order_factory,
+            count=count,
+            orders=lambda number: ((10, "12345.67"), (11, "1000.00"), (16, f"{200 + number}.05")),
+            fields=lambda restaurant: {"statement_email": f"owner{restaurant.id}@example.com"} if with_email else {},
+        )
 
     return make
 
@@ -118,12 +96,6 @@ def send_pass(clock: Clock, *, fence: int = 1) -> dict[str, int]:
 def copies(server: RunningSmtpServer) -> Counter[str]:
     """How many copies of each Message-ID the server took."""
     return Counter(str(message["Message-ID"]) for message in server.messages())
-
-
-def due_again(statement: Statement) -> datetime:
-    statement.refresh_from_db()
-    assert statement.next_attempt_at is not None
-    return statement.next_attempt_at
 
 
 def test_a_payout_run_writes_one_statement_per_payout(paid: Any) -> None:
@@ -355,3 +327,45 @@ def test_an_unsent_statement_is_a_problem_after_the_grace(paid: Any, settings: A
     assert all("no statement_email" in problem.detail for problem in problems)
     Statement.objects.update(status=StatementStatus.SENT, recipient="x@example.com", sent_at=PAID_AT)
     assert statements_sent(CheckWindow.ending(PAID_AT + timedelta(hours=2))) == []  # resolved once sent
+
+
+def test_a_permanent_refusal_stops_the_statement_alerts_once_and_a_person_retries_it(
+    admin_client: Any, admin_pages: None, paid: Any, smtp: RunningSmtpServer
+) -> None:
+    """A 550 is the mail server's final word: no retry fixes it, so the statement stops
+    (as a transfer the provider refuses does), is alerted once and stays a problem until a
+    person fixes the address and retries it, under the same Message-ID."""
+    [restaurant] = paid(1)
+    statement = Statement.objects.get(payout__order_count=2)
+    Statement.objects.exclude(id=statement.id).update(status=StatementStatus.SENT, sent_at=PAID_AT)
+    clock = Clock(PAID_AT)
+    smtp.fail_next("550")
+    assert send_pass(clock) == {"attached": 0, "stopped": 1}
+    statement.refresh_from_db()
+    assert (statement.status, statement.next_attempt_at) == (StatementStatus.STOPPED, None)
+    assert "SMTPDataError" in statement.last_error and "550" in statement.last_error
+    [alert] = RunAlert.objects.filter(job_name=SEND_STATEMENTS_JOB)
+    assert alert.subject == f"statement:{statement.message_id}"
+    # A problem at once (not after the unsent grace), the one alerted: never re-alerted.
+    [problem] = statements_sent(CheckWindow.ending(clock.at))
+    assert problem.subject == alert.subject and "550" in problem.detail
+    clock.advance(days=3)
+    assert send_pass(clock) == {"attached": 0}  # never mailed again by a pass
+    assert copies(smtp) == Counter() and RunAlert.objects.count() == 1
+    # A person fixes the address and retries it from the admin: mailed once, same id.
+    Restaurant.objects.filter(id=restaurant.id).update(statement_email="fixed@example.com")
+    data = {"action": "retry", "index": 0, ACTION_CHECKBOX_NAME: [statement.pk]}
+    response = admin_client.post(reverse("admin:statements_statement_changelist"), data, follow=True)
+    assert "1 statements will be mailed again." in response.content.decode()
+    assert send_pass(clock) == {"attached": 0, "sent": 1}
+    assert copies(smtp) == Counter({statement.message_id: 1})
+    assert [message["To"] for message in smtp.messages()] == ["fixed@example.com"]
+    assert statements_sent(CheckWindow.ending(clock.at)) == []
+
+
+def test_a_statement_that_is_not_stopped_is_not_retried(paid: Any) -> None:
+    paid(1)
+    statement = Statement.objects.first()
+    assert statement is not None
+    with pytest.raises(StatementError, match="is pending, not stopped"):
+        statement_retry(statement_id=statement.id, now=PAID_AT)

@@ -22,44 +22,30 @@ import pytest
 import stripe
 import time_machine
 from django.db import IntegrityError, connections, transaction
+from django.urls import reverse
+from prometheus_client.parser import text_string_to_metric_families
 
 from operations.monitoring import CheckWindow
 from orders.models import OrderStatus, Restaurant
 from payouts.models import Payout
 from payouts.services import payouts_pay_due
+from scheduling.execution import runs_execute
 from scheduling.models import JobRun, RunAlert, RunStatus
-from scheduling.services import run_execute_here
+from scheduling.services import run_claim_manual, run_execute_here
 from simulation.provider_process import RunningSandbox, running_sandbox
-from tests.engine import drain_queue, pay
 from tests.fences import TokenOnly
+from tests.outbox import AS_OF, PAID_AT, Clock, due_again, paid_restaurants
 from tiffin.money import to_minor_units
 from transfers import provider
-from transfers.errors import InexactAmountError
+from transfers.errors import InexactAmountError, TransferError
 from transfers.jobs import transfers_not_sent, transfers_reconciled
 from transfers.models import RECONCILE_TRANSFERS_JOB, SEND_TRANSFERS_JOB, Transfer, TransferStatus
 from transfers.reconciliation import transfers_reconcile
-from transfers.services import SendResult, transfer_retry, transfer_send, transfers_send_due, transfers_send_soon
+from transfers.services import SendResult, transfer_retry, transfer_send, transfers_send_due
 
 pytestmark = [pytest.mark.postgres, pytest.mark.scenario, pytest.mark.timeout(180)]
 
-# A tick of weekly-payouts (Sunday 20:30 UTC): the Kolkata weeks of 1, 8 and 15 March are
-# finished and settled.
-AS_OF = datetime(2027, 3, 21, 20, 30, tzinfo=UTC)
-PAID_AT = AS_OF + timedelta(minutes=5)  # pay()'s clock: the transfers' created_at
 RETENTION = 86400
-
-
-class Clock:
-    """The sender's clock: a fixed instant the test moves."""
-
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-
-    def __call__(self) -> datetime:
-        return self.at
-
-    def advance(self, **delta: float) -> None:
-        self.at += timedelta(**delta)
 
 
 @pytest.fixture
@@ -82,22 +68,13 @@ def paid(restaurant_factory: Any, order_factory: Any) -> Callable[..., list[Rest
     payout, no transfer); then the weekly-payouts run as of AS_OF."""
 
     def make(count: int = 1, *, connected: bool = True) -> list[Restaurant]:
-        restaurants = []
-        for number in range(count):
-            restaurant = restaurant_factory(onboarded_at=datetime(2027, 3, 1, tzinfo=UTC))
-            if connected:
-                Restaurant.objects.filter(id=restaurant.id).update(provider_account=f"acct_Tiffin{restaurant.id}")
-            for day, total in ((10, "1049.38"), (16, f"{200 + number}.05")):
-                delivered = datetime(2027, 3, day, 12, tzinfo=UTC)
-                order_factory(
-                    OrderStatus.DELIVERED,
-                    restaurant=restaurant,
-                    total=Decimal(total),
-                    placed_at=delivered - timedelta(minutes=2),
-                )
-            restaurants.append(restaurant)
-        pay(AS_OF, clock_at=PAID_AT)
-        return restaurants
+        return paid_restaurants(
+            restaurant_factory,
+            order_factory,
+            count=count,
+            orders=lambda number: ((10, "1049.38"), (16, f"{200 + number}.05")),
+            fields=lambda restaurant: {"provider_account": f"acct_Tiffin{restaurant.id}"} if connected else {},
+        )
 
     return make
 
@@ -119,22 +96,15 @@ def assert_provider_matches_ledger() -> None:
         assert item.destination == payout.restaurant.provider_account
         assert payout.transfer.status == TransferStatus.SENT and payout.transfer.provider_id == item.id
     # And the daily reconciliation, which compares the same two records, finds nothing.
-    grace = timedelta(days=1)
-    assert (
-        transfers_reconcile(client=stripe_client(), now=PAID_AT + timedelta(days=5), created_since=None, grace=grace)
-        == []
+    found = transfers_reconcile(
+        client=stripe_client(), now=PAID_AT + timedelta(days=5), created_since=None, grace=timedelta(days=1)
     )
+    assert (found.mismatches, found.matched) == ([], len(expected))
 
 
 def send_one(transfer: Transfer, clock: Clock, *, fence: int = 1) -> SendResult:
     client = stripe_client()
     return transfer_send(transfer_id=transfer.id, fence=fence, job_run_id=None, client=client, read_clock=clock)
-
-
-def due_again(transfer: Transfer) -> datetime:
-    transfer.refresh_from_db()
-    assert transfer.next_attempt_at is not None
-    return transfer.next_attempt_at
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float = 30.0) -> None:
@@ -217,14 +187,14 @@ def test_with_no_provider_configured_waiting_transfers_are_not_late(paid, settin
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_send_transfers_run_the_payout_run_enqueued_sends_them_all(sandbox, paid) -> None:
+def test_the_send_transfers_job_sends_them_all(sandbox, paid) -> None:
     paid(3)
-    # A send-transfers run at this minute (transfers_send_soon; the cron tick does the same).
-    transfers_send_soon(now=PAID_AT)
-    [run] = JobRun.objects.filter(job_name=SEND_TRANSFERS_JOB)
-    assert run.scheduled_for == PAID_AT.replace(second=0)
+    # The send-transfers tick of the payout run's minute, claimed and executed here.
+    tick = PAID_AT.replace(second=0)
     with time_machine.travel(PAID_AT + timedelta(seconds=10), tick=False):
-        assert drain_queue() == 1
+        run = run_claim_manual(job_name=SEND_TRANSFERS_JOB, scheduled_for=tick, now=PAID_AT, enqueue=False)
+        assert run is not None
+        runs_execute(run_ids=[run.id], worker="test")
     run.refresh_from_db()
     assert run.status == RunStatus.SUCCEEDED, run.error
     assert run.result == {"attached": 0, "sent": 6}
@@ -431,6 +401,54 @@ def test_past_the_key_retention_a_transfer_the_provider_never_made_is_sent_once(
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_payout_larger_than_one_transfer_can_carry_is_held_alerted_once_and_never_sent(
+    sandbox, restaurant_factory, order_factory
+) -> None:
+    """Stripe takes at most eight digits of minor units (999,999.99 rupees); the sandbox
+    refuses more as Stripe does (400 amount_too_large). The sender holds that payout with
+    its reason, alerts once, and never sends it again; the rest go."""
+    big_week = [(day, "100000.00") for day in (8, 9, 10, 11, 12, 13) for _ in range(2)]  # 12 lakh gross
+    [restaurant] = paid_restaurants(
+        restaurant_factory,
+        order_factory,
+        count=1,
+        orders=lambda number: [*big_week, (16, "200.05")],
+        fields=lambda restaurant: {"provider_account": f"acct_Tiffin{restaurant.id}"},
+    )
+    big = Transfer.objects.get(amount_minor__gt=99_999_999)
+    assert big.amount_minor == 102_000_000  # 10.2 lakh net: one paisa over is enough
+    clock = Clock(PAID_AT)
+    result = transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=2, batch_size=10)
+    assert result.counts == {"sent": 1, "held": 1}
+    big.refresh_from_db()
+    assert (big.status, big.next_attempt_at, big.attempts) == (TransferStatus.HELD, None, 1)
+    assert "more than one transfer can carry" in big.last_error
+    assert "InvalidRequestError (400)" in big.last_error and "999,999.99" in big.last_error
+    [alert] = RunAlert.objects.filter(job_name=SEND_TRANSFERS_JOB)
+    assert alert.subject == f"transfer:{big.idempotency_key}" and "transfer held" in alert.detail
+    # A problem of check_runs at once (the alert's key: not alerted again) until a person acts.
+    [problem] = transfers_not_sent(CheckWindow.ending(clock.at))
+    assert problem.subject == alert.subject and problem.detail.startswith("transfer held:")
+    # Never sent again, by any pass, nor retried by hand as if a retry could fix it.
+    clock.advance(days=3)
+    assert transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=2, batch_size=10).counts == {}
+    with pytest.raises(TransferError, match="is held, not stopped"):
+        transfer_retry(transfer_id=big.id, now=clock.at)
+    big.refresh_from_db()
+    assert (big.status, big.attempts) == (TransferStatus.HELD, 1)
+    assert [item.amount for item in provider.transfers_all(client=stripe_client())] == [
+        to_minor_units(Payout.objects.get(restaurant=restaurant, net__gt=0, net__lt=1000).net, "inr")
+    ]
+    # Reconciliation names the paid week without its transfer.
+    found = transfers_reconcile(client=stripe_client(), now=clock.at, created_since=None, grace=timedelta(days=1))
+    assert [(m.kind, m.transfer_group) for m in found.mismatches] == [("unsent", big.transfer_group)]
+    assert found.matched == 1
+
+
+# --- Reconciliation -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_send_the_ledger_forgot_past_the_key_retention_is_found_not_paid_again(sandbox, paid) -> None:
     """What the catch-up after an asynchronous failover meets (tests/scenarios/
     test_failover_transfers.py): the provider paid the week, the ledger's row is new and
@@ -464,11 +482,15 @@ def test_a_send_the_ledger_forgot_past_the_key_retention_is_found_not_paid_again
     assert_provider_matches_ledger()
 
 
-# --- Reconciliation -----------------------------------------------------------------------
-
-
 @pytest.mark.django_db(transaction=True)
 def test_the_daily_reconciliation_names_every_disagreement_as_a_problem(sandbox, paid, settings) -> None:
+    reconcile_every_disagreement(paid, settings)
+
+
+def reconcile_every_disagreement(paid: Any, settings: Any) -> JobRun:
+    """Two restaurants' four transfers sent, then each kind of disagreement planted (but
+    'unsent'), and the reconcile-transfers run of 28 March 04:00 UTC; its problems are
+    checked. Returns the run."""
     # Every provider transfer: the sandbox's clock is today's, the ledger's is in 2027.
     settings.TRANSFERS_RECONCILE_WINDOW_DAYS = 0
     paid(2)
@@ -514,3 +536,48 @@ def test_the_daily_reconciliation_names_every_disagreement_as_a_problem(sandbox,
         ]
     ), found
     assert isinstance(run.result, dict) and run.result["mismatches"] == 5
+    # Of the four transfers the outbox sent, one is recorded as the provider holds it.
+    counts = {"matched": 0, "double": 1, "unknown": 1, "different": 1, "not_recorded": 1, "missing": 1, "unsent": 0}
+    assert run.result["counts"] == counts
+    return run
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_reconciliation_is_on_metrics_and_the_transfers_admin(
+    sandbox, paid, settings, client, admin_client, admin_pages
+) -> None:
+    settings.METRICS_ENABLED, settings.METRICS_BEARER_TOKEN, settings.METRICS_MULTIPROC_DIR = True, "", ""
+    assert "tiffin_transfers_reconciliation" not in scrape(client)  # before any reconciliation
+    page = admin_client.get(reverse("admin:transfers_transfer_changelist")).content.decode()
+    assert "No reconciliation has compared the provider's transfers with the ledger yet." in page
+    run = reconcile_every_disagreement(paid, settings)
+    Transfer.objects.filter(status=TransferStatus.SENT).update(status=TransferStatus.HELD, provider_id="")  # counted
+    samples = scrape(client)
+    assert {labels[0][1]: value for labels, value in samples["tiffin_transfers_reconciliation"].items()} == {
+        "matched": 0.0,
+        "double": 1.0,
+        "unknown": 1.0,
+        "different": 1.0,
+        "not_recorded": 1.0,
+        "missing": 1.0,
+        "unsent": 0.0,
+    }
+    checked = datetime(2027, 3, 28, 4, 1, tzinfo=UTC).timestamp()  # the run's clock
+    assert samples["tiffin_transfers_reconciled_timestamp_seconds"] == {(): checked}
+    unsent = {labels[0][1]: value for labels, value in samples["tiffin_transfers_unsent"].items()}
+    assert unsent == {"waiting_account": 0.0, "pending": 0.0, "stopped": 1.0, "held": 3.0}
+    page = " ".join(admin_client.get(reverse("admin:transfers_transfer_changelist")).content.decode().split())
+    assert f'href="{reverse("admin:scheduling_jobrun_change", args=[run.id])}"' in page
+    assert "<strong>0</strong> transfers matched; 1 missing at the provider, 1 unknown to the ledger," in page
+    assert "Each mismatch is an open problem of check_runs." in page
+
+
+def scrape(client: Any) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """Every sample of a /metrics scrape: {sample name: {sorted labels: value}}."""
+    response = client.get("/metrics")
+    assert response.status_code == 200, response.content
+    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return samples

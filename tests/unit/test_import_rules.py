@@ -85,7 +85,7 @@ def test_the_explainer_reads_no_data_and_takes_only_the_cron_evaluation_from_the
 
 # Modules that only read, besides each app's selectors: the dashboard's timelines and the
 # figures /metrics reads from the database at scrape time.
-READ_MODULES = ("operations/timeline.py", "operations/metrics.py")
+READ_MODULES = ("operations/timeline.py", "operations/metrics.py", "transfers/metrics.py")
 
 
 def test_reads_never_import_writes():
@@ -130,7 +130,8 @@ def test_only_tests_simulation_and_bench_import_the_provider_sandbox():
 # simulation is a development app (installed only with TIFFIN_DEVELOPMENT, tiffin/settings.py):
 # the product never imports it, so a server without it runs everything it ships.
 PRODUCT = (
-    "tiffin", "orders", "carts", "payouts", "statements", "transfers", "scheduling", "operations", "explainer", "demo",
+    "tiffin", "orders", "carts", "payouts", "statements", "transfers", "outbox", "scheduling", "operations",
+    "explainer", "demo",
 )  # fmt: skip
 
 
@@ -146,3 +147,11 @@ def test_the_product_imports_none_of_the_benchmarks_peers():
     modules = {name: text for package in PRODUCT for name, text in package_sources(package).items()}
     assert "orders.services" in modules
     assert violations(modules, forbidden=("bench", "celery", "procrastinate")) == []
+
+
+def test_the_shared_outbox_imports_neither_outbox_nor_any_business_app():
+    """``outbox`` holds what the transfer and statement outboxes share; what differs (the
+    provider call, the SMTP send) stays in them, so it imports neither."""
+    modules = package_sources("outbox")
+    assert "outbox.services" in modules
+    assert violations(modules, forbidden=(*BUSINESS_APPS, "transfers", "statements")) == []
