@@ -16,7 +16,17 @@ from scheduling.registry import job
 from tiffin import clock
 
 
-@job("check-missed-runs", cron="0 * * * *", misfire=Misfire.COALESCE, overlap=Overlap.FORBID, max_attempts=2)
+# Half an hour before a check is taken for lost (the default is ten minutes): its work grows
+# with the window's runs, an abandoned check repeats all of it, and the next tick is an hour
+# away. (At the scenarios' 240x a slow machine took more than ten simulated minutes.)
+@job(
+    "check-missed-runs",
+    cron="0 * * * *",
+    misfire=Misfire.COALESCE,
+    overlap=Overlap.FORBID,
+    max_attempts=2,
+    timeout_seconds=1800,
+)
 def check_missed_runs(ctx: RunContext) -> dict[str, int]:
     """Check the runs of the last window and alert each new problem once.
 
