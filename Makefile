@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PG_URL ?= $(if $(DATABASE_URL),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/tiffin)
 SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
 
-.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare bench bench-large bench-history bench-peers soak chaos up browser-deps prometheus-deps failover-deps failover clean
+.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare compare-keys bench bench-large bench-history bench-peers soak chaos up browser-deps prometheus-deps failover-deps failover clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -40,7 +40,7 @@ DEMO_START = $(shell $(PY) -c 'from datetime import UTC, datetime, timedelta; d 
 # The long-running commands (simulate, the soak, the chaos table) are started with exec: make
 # signals only the recipe's shell, so a SIGTERM to make would otherwise never reach them and
 # their servers would be left running.
-demo demo-jobs compare: export DEBUG ?= 1
+demo demo-jobs compare compare-keys: export DEBUG ?= 1
 # The demo's side-by-side of naive cron and the claim runs on a database of its own.
 DEMO_COMPARE_URL := sqlite:///db/demo-compare.sqlite3
 
@@ -127,6 +127,13 @@ compare: $(STAMP) scenario-deps ## Every server, one special server, a Redis loc
 	DATABASE_URL=$(COMPARE_URL) $(PY) manage.py migrate --noinput --verbosity 0
 	DATABASE_URL=$(COMPARE_URL) LOG_LEVEL=WARNING exec $(PY) manage.py simulate --compare --reset \
 	  --start $(COMPARE_START) --duration 30m --speed 120 --servers 3 --log-dir db/compare-logs
+
+COMPARE_KEYS_URL ?= postgres://postgres@127.0.0.1:5432/tiffin_compare_keys
+compare-keys: $(STAMP) ## No key, a uuid4 per attempt, the fence as the key and Tiffin's outbox, through the same provider faults: one table (about a minute)
+	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
+	psql "$(dir $(COMPARE_KEYS_URL))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(COMPARE_KEYS_URL)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(COMPARE_KEYS_URL))'
+	DATABASE_URL=$(COMPARE_KEYS_URL) $(PY) manage.py migrate --noinput --verbosity 0
+	DATABASE_URL=$(COMPARE_KEYS_URL) LOG_LEVEL=ERROR exec $(PY) manage.py compare_keys --restaurants 3 --weeks 2
 
 # The browser tests drive Debian's Chromium (never a downloaded browser). Installed with
 # apt when missing and we are root; otherwise say what to install. Without it the browser
