@@ -47,6 +47,7 @@ from bench.peers.alternatives_probe import (  # noqa: E402
     STRATEGY_VARIABLE,
     nearest_minute,
     simulated_at,
+    tick_seconds,
 )
 from simulation.models import StrategyRun  # noqa: E402
 from simulation.processes import Fleet, Process, SimulatedTime, wait_for, wait_while_progressing  # noqa: E402
@@ -90,14 +91,6 @@ READY = {
 REDBEAT_WAITING = "beat: Acquiring lock"
 
 
-def tick_seconds(speed: float) -> int:
-    """Real seconds of a simulated minute: a whole divisor of 60, so cron can say it."""
-    seconds = 60 / speed
-    if seconds != int(seconds) or 60 % int(seconds):
-        raise ValueError(f"--speed {speed:g}: a simulated minute must be a whole divisor of 60 real seconds")
-    return int(seconds)
-
-
 class PeerDeployment:
     """Three servers of one tool on a clock whose start is on a tick of theirs; the plan's
     faults on time; everything stopped at the end."""
@@ -134,7 +127,8 @@ class PeerDeployment:
             schedule = str(self.fleet.log_dir / f"beat-{number}-schedule")
             self._start(f"beat-{number}", [*celery, "beat", "--loglevel", "INFO", "--schedule", schedule], number)
             worker = [*celery, "worker", "--pool", "prefork", "--concurrency", "2", "--loglevel", "INFO",
-                      "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"server-{number}@%h"]  # fmt: skip
+                      "--without-gossip", "--without-mingle", "--without-heartbeat",
+                      "-n", f"server-{number}@%h"]  # fmt: skip
             self._start(f"worker-{number}", worker, number)
         elif self.tool == "django-q2":
             self._start(f"qcluster-{number}", [python, "-m", "bench.peers.alternatives_qcluster"], number)
@@ -316,7 +310,7 @@ def run_tool(plan: StrategyPlan, tool: str, *, log_dir: Path, say: Callable[[str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=int, default=30, help="simulated minutes (at least 20 with faults)")
-    parser.add_argument("--speed", type=float, default=10.0, help="simulated seconds per real second (60/speed: a tick)")
+    parser.add_argument("--speed", type=float, default=10.0, help="simulated s per real s")
     parser.add_argument("--servers", type=int, default=3)
     parser.add_argument("--faults", default="all", help="all, none, or a comma list of long-run, pause, server-down")
     parser.add_argument("--only", choices=CASES, action="append", help="these cases only (repeatable)")
@@ -337,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
 
-    say(f"{len(args.only or CASES)} deployment(s), each about {args.duration * 60 / args.speed:.0f} s; logs in {log_dir}")
+    each = args.duration * 60 / args.speed
+    say(f"{len(args.only or CASES)} deployment(s), each about {each:.0f} s; logs in {log_dir}")
     for line in plan.fault_lines():
         say(f"  fault: {line}")
     results = []

@@ -25,6 +25,14 @@ SERVER_VARIABLE = "TIFFIN_PEER_SERVER"
 STRATEGY_VARIABLE = "TIFFIN_PEER_STRATEGY"
 
 
+def tick_seconds(speed: float) -> int:
+    """Real seconds of a simulated minute: a whole divisor of 60, so cron can say it."""
+    seconds = 60 / speed
+    if seconds != int(seconds) or 60 % int(seconds):
+        raise ValueError(f"--speed {speed:g}: a simulated minute must be a whole divisor of 60 real seconds")
+    return int(seconds)
+
+
 def simulated_at(real: float) -> datetime:
     """The simulated instant the deployment's clock shows at real UNIX time ``real``."""
     start = datetime.fromisoformat(os.environ["TIFFIN_CLOCK_START"])
@@ -57,9 +65,7 @@ def probe_run(*, tick: datetime, delivery: str, leased: bool) -> None:
         strategy=strategy, server__endswith=f" {delivery}", started_at__gt=row.started_at
     ).exclude(id=row.id)
     now = clock.now()
-    StrategyRun.objects.filter(id=row.id).update(
-        charged_at=now, finished_at=now, stale=leased and superseded.exists()
-    )
+    StrategyRun.objects.filter(id=row.id).update(charged_at=now, finished_at=now, stale=leased and superseded.exists())
 
 
 def djangoq_probe(scheduled_for: str) -> None:
