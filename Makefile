@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PG_URL ?= $(if $(DATABASE_URL),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/tiffin)
 SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
 
-.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare compare-keys bench bench-large bench-history bench-peers soak chaos up browser-deps prometheus-deps failover-deps failover clean
+.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare compare-keys bench bench-large bench-history bench-peers compare-peers soak chaos up browser-deps prometheus-deps failover-deps failover clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -226,6 +226,24 @@ $(PEERS_STAMP): requirements.txt requirements-dev.txt requirements-peers.txt
 bench-peers: $(PEERS_STAMP) scenario-deps ## Benchmark 3 beside procrastinate and Celery, in .venv-peers (docs/benchmark-peers.md; ~10 min)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	exec $(PEERS_VENV)/bin/python -m bench.peers.cancellations $(PEERS_ARGS)
+
+# The alternatives table with the real tools (docs/alternatives.md, "The real tools"):
+# celery beat on every server, beat with celery-redbeat's lock, django-q2's schedules on
+# three clusters, procrastinate's periodic tasks on three workers, and the claim, through
+# make compare's faults, in .venv-peers. A database of its own, dropped and created afresh;
+# Redis database 10 at 127.0.0.1:6379 unless TIFFIN_ALTERNATIVES_REDIS_URL names another
+# (each case flushes that database only). More options in COMPARE_PEERS_ARGS, e.g.
+# "--only celery-redbeat --only claim" or "--faults none --duration 5".
+COMPARE_PEERS_URL ?= postgres://postgres@127.0.0.1:5432/tiffin_compare_peers
+COMPARE_PEERS_ARGS ?=
+compare-peers: export DEBUG ?= 1
+compare-peers: $(PEERS_STAMP) scenario-deps ## The alternatives table with celery beat, redbeat, django-q2 and procrastinate beside the claim, in .venv-peers (~17 min)
+	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
+	psql "$(dir $(COMPARE_PEERS_URL))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(COMPARE_PEERS_URL)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(COMPARE_PEERS_URL))'
+	DATABASE_URL=$(COMPARE_PEERS_URL) DJANGO_SETTINGS_MODULE=bench.peers.alternatives_settings LOG_LEVEL=WARNING \
+	  $(PEERS_VENV)/bin/python manage.py migrate --noinput --verbosity 0
+	DATABASE_URL=$(COMPARE_PEERS_URL) LOG_LEVEL=WARNING exec $(PEERS_VENV)/bin/python -m bench.peers.alternatives \
+	  --log-dir db/compare-peers-logs $(COMPARE_PEERS_ARGS)
 
 # A database of its own, dropped and created afresh (the soak empties what it finds).
 SOAK_URL ?= postgres://postgres@127.0.0.1:5432/tiffin_soak

@@ -358,21 +358,29 @@ def _fresh_count(queryset: Any) -> int:
 
 def strategy_result(case: StrategyCase, plan: StrategyPlan) -> StrategyResult:
     """Counts over the ticks in [start, end), from the execution rows (see the module doc)."""
+    result, missed = execution_counts(case.strategy, case.label, plan)
+    if missed:
+        result.noticed = case.strategy == Strategy.CLAIM and _check_reports(missed, plan)
+    return result
+
+
+def execution_counts(strategy: str, label: str, plan: StrategyPlan) -> tuple[StrategyResult, list[datetime]]:
+    """The table's counts for the execution rows of ``strategy`` over the plan's ticks, and
+    the ticks missed (for the caller to say whether anything noticed them). Shared with
+    the real tools' rows (bench/peers/alternatives.py), which record the same rows."""
     ticks = cron.ticks_between(
         PROBE_CRON, "UTC", plan.start - timedelta(microseconds=1), plan.end - timedelta(seconds=1)
     )
-    rows = list(StrategyRun.objects.filter(strategy=case.strategy, scheduled_for__in=ticks))
+    rows = list(StrategyRun.objects.filter(strategy=strategy, scheduled_for__in=ticks))
     charges = Counter(row.scheduled_for for row in rows if row.charged_at is not None)
-    result = StrategyResult(case.label, ticks=len(ticks), executions=len(rows), charges=sum(charges.values()))
+    result = StrategyResult(label, ticks=len(ticks), executions=len(rows), charges=sum(charges.values()))
     result.duplicate_charges = sum(n - 1 for n in charges.values())
     result.duplicate_executions = len(rows) - len({row.scheduled_for for row in rows})
     missed = [tick for tick in ticks if not charges[tick]]
     result.missed = len(missed)
     result.stale_accepted = sum(1 for row in rows if row.charged_at is not None and row.stale)
     result.stale_refused = sum(1 for row in rows if row.refused)
-    if missed:
-        result.noticed = case.strategy == Strategy.CLAIM and _check_reports(missed, plan)
-    return result
+    return result, missed
 
 
 def declare_claim_probe() -> None:
