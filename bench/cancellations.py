@@ -462,14 +462,14 @@ def ceiling(steps: list[dict[str, Any]]) -> float:
     return max((s["rate"] for s in steps if s["held"]), default=0.0)
 
 
-def steps_table(results: dict[str, list[dict[str, Any]]]) -> str:
-    """Per rate and side: placed/s achieved, lateness, missed, wrong, worker CPU."""
+def steps_table(results: dict[str, list[dict[str, Any]]], labels: dict[str, str] = SIDE_LABELS) -> str:
+    """Per rate and side (named by ``labels``): placed/s achieved, lateness, missed, wrong, worker CPU."""
     header = ["rate /s", "side", "placed /s", "p50 s", "p99 s", "max s", "missed", "wrong", "CPU s/1k", "held"]
     body = []
     for rate in sorted({r["rate"] for steps in results.values() for r in steps}):
         for mode, steps in results.items():
             for s in (summary(r) for r in steps if r["rate"] == rate):
-                body.append([fmt(rate), SIDE_LABELS[mode], fmt(s["rate"]), fmt(s["p50"]), fmt(s["p99"]),
+                body.append([fmt(rate), labels[mode], fmt(s["rate"]), fmt(s["p50"]), fmt(s["p99"]),
                              fmt(s["max"]), fmt(s["missed"]), fmt(s["wrong"]), fmt(s["cpu_per_1000"]),
                              "yes" if s["held"] else "no"])  # fmt: skip
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
