@@ -17,8 +17,10 @@ production (the scenarios' clusters run with them off):
 
    - ``local``: waits for the primary's own flush only, which is what every commit waits
      for with an asynchronous standby: the reference;
-   - ``on``: also until the standby has flushed the WAL (what Patroni's
-     ``synchronous_mode`` gives);
+   - ``remote_write``: also until the standby has written the WAL (to its operating
+     system, not yet flushed: lost if both servers crash at once);
+   - ``on``: also until the standby has flushed it (what Patroni's ``synchronous_mode``
+     gives with PostgreSQL's default ``synchronous_commit``);
    - ``remote_apply``: until the standby has replayed it (a read there sees it).
 
    Before that, with ``synchronous_standby_names`` empty (the standby asynchronous), the
@@ -55,7 +57,20 @@ from typing import Any
 import psycopg
 
 from bench import cancellations
-from bench.common import PYTHON, ROOT, Report, Row, child_env, django_setup, fmt, guard, manage, percentile, run
+from bench.common import (
+    PYTHON,
+    ROOT,
+    Report,
+    Row,
+    child_env,
+    django_setup,
+    fmt,
+    guard,
+    manage,
+    percentile,
+    run,
+    stop_on_sigterm,
+)
 from simulation.processes import wait_for
 
 NAME = "replication_cost"
@@ -64,7 +79,7 @@ DATABASE = "tiffin_bench_replication_cost"
 # production, and room for the cancellation side's processes.
 SETTINGS = {"fsync": "on", "full_page_writes": "on", "max_connections": "100"}
 REFERENCE_MODE = "local"
-MODES = (REFERENCE_MODE, "on", "remote_apply")
+MODES = (REFERENCE_MODE, "remote_write", "on", "remote_apply")
 KINDS = ("insert", "claim")
 KIND_LABELS = {"insert": "single-row INSERT", "claim": "one-tick claim (runs_claim)"}
 COMMITS = 300
@@ -295,14 +310,14 @@ def report(args: argparse.Namespace, measured: dict[str, Any], partial: bool) ->
             f"{', '.join(fmt(r) for r in args.rates)} orders/s, {args.step_seconds:g} s steps)"
         ),
         command="python -m bench.replication_cost " + " ".join(sys.argv[1:]),
-        project="the standby synchronous: synchronous_standby_names = '*', synchronous_commit on (or remote_apply)",
+        project="the standby synchronous (synchronous_standby_names '*'); commits on, remote_write, remote_apply",
         reference="the same standby asynchronous (latency: synchronous_commit local, in the same turns)",
         partial=partial,
     )
     sync = measured["synchronous"]
     for kind in KINDS:
         reference = latencies(sync[kind][REFERENCE_MODE])
-        for mode in ("on", "remote_apply"):
+        for mode in MODES[1:]:
             mine = latencies(sync[kind][mode])
             for p in ("p50", "p99"):
                 rep.add(
@@ -371,6 +386,7 @@ def main() -> int:
     if args.ceiling:
         ceiling_child(Path(args.ceiling), args)
         return 0
+    stop_on_sigterm()  # SIGTERM runs the finally blocks that stop the servers
     partial = vars(args) != vars(parser.parse_args([]))
     return report(args, measure(args), partial).finish()
 
