@@ -10,32 +10,35 @@ production (the scenarios' clusters run with them off):
 1. **Commit latency.** One process commits single-row INSERTs (bare psycopg) and one-tick
    claims (``scheduling.dispatch.runs_claim`` in a transaction of its own, as a scheduler
    pass claims a due tick: the ``job_runs`` row, the django-q2 task and the event),
-   ``--commits`` of each per mode. The modes take turns commit by commit (``commit_plan``),
-   so a busy moment of the shared machine falls on each alike; only the statement and its
-   commit are timed. With the standby synchronous (``synchronous_standby_names = '*'``)
-   each transaction sets ``synchronous_commit``:
+   ``--commits`` of each per mode, in ``--blocks`` blocks: in each block the standby is
+   made asynchronous (``synchronous_standby_names`` empty), then synchronous (``'*'``), or
+   the other way round every other block, so a busy spell of the shared machine falls on
+   both alike. Only the statement and its commit are timed. Asynchronous, every commit
+   runs with ``synchronous_commit = on`` (PostgreSQL's default): the reference. Synchronous,
+   the modes take turns commit by commit (``commit_plan``), each transaction setting
+   ``synchronous_commit``:
 
-   - ``local``: waits for the primary's own flush only, which is what every commit waits
-     for with an asynchronous standby: the reference;
-   - ``remote_write``: also until the standby has written the WAL (to its operating
-     system, not yet flushed: lost if both servers crash at once);
+   - ``local``: waits for the primary's own flush only, as every commit does with the
+     standby asynchronous (a check on the reference);
+   - ``remote_write``: also until the standby has written the WAL to its operating
+     system, not flushed it (it survives the standby's PostgreSQL crashing, not its
+     machine);
    - ``on``: also until the standby has flushed it (what Patroni's ``synchronous_mode``
      gives with PostgreSQL's default ``synchronous_commit``);
    - ``remote_apply``: until the standby has replayed it (a read there sees it).
-
-   Before that, with ``synchronous_standby_names`` empty (the standby asynchronous), the
-   same commits with ``synchronous_commit = on``: the check that ``local`` is the
-   asynchronous cost.
 2. **The cancellation ceiling.** ``bench.cancellations``' project side, unchanged (eight
    placers, one ``manage.py worker``, the highest rate with p99 lateness under 1 s and
    nothing missed), run against the same primary once with the standby asynchronous and
-   once synchronous, at modest stepped rates in short steps.
+   once synchronous, at modest stepped rates in short steps. Reported: its ceiling as
+   ``bench.cancellations`` defines it, and the rate held at every step up to it
+   (``held_through``: on a loaded machine a step can hold after one that did not).
 
 Every process (the two servers, the worker, the placers) is stopped by process group
 however the run ends; the guardian (``bench.guardian``) stops the servers too if this
 process is SIGKILLed (their temporary directories then stay behind in /tmp).
 
-    python -m bench.replication_cost [--commits 300] [--rates 100,200,300,450,600] [--step-seconds 10] [--drain 10]
+    python -m bench.replication_cost [--commits 300] [--blocks 10]
+                                     [--rates 100,200,300,450,600] [--step-seconds 10] [--drain 10]
 """
 
 from __future__ import annotations
@@ -78,8 +81,10 @@ DATABASE = "tiffin_bench_replication_cost"
 # Over cluster.REPLICATED_SETTINGS (synchronous_commit on): durable commits, as in
 # production, and room for the cancellation side's processes.
 SETTINGS = {"fsync": "on", "full_page_writes": "on", "max_connections": "100"}
-REFERENCE_MODE = "local"
-MODES = (REFERENCE_MODE, "remote_write", "on", "remote_apply")
+# With the standby asynchronous; with it synchronous, the modes take turns.
+ASYNC_MODE = "on"
+MODES = ("local", "remote_write", "on", "remote_apply")
+BLOCKS = 10
 KINDS = ("insert", "claim")
 KIND_LABELS = {"insert": "single-row INSERT", "claim": "one-tick claim (runs_claim)"}
 COMMITS = 300
@@ -105,6 +110,13 @@ def commit_plan(modes: Sequence[str], commits: int) -> list[str]:
     return [modes[(turn + k) % len(modes)] for turn in range(commits) for k in range(len(modes))]
 
 
+def block_sizes(commits: int, blocks: int) -> list[int]:
+    """``commits`` turns split into ``blocks`` blocks as evenly as they go (the first
+    ones one longer), none empty."""
+    blocks = min(blocks, commits)
+    return [commits // blocks + (1 if i < commits % blocks else 0) for i in range(blocks)]
+
+
 def latencies(samples: Sequence[float]) -> dict[str, float]:
     """p50, p99, mean and max of ``samples`` (seconds), in milliseconds."""
     if not samples:
@@ -113,12 +125,14 @@ def latencies(samples: Sequence[float]) -> dict[str, float]:
     return {"p50": percentile(ms, 50), "p99": percentile(ms, 99), "mean": statistics.fmean(ms), "max": max(ms)}
 
 
-# --- The latency child (python -m bench.replication_cost --latency URL OUT TAG) ------------
+# --- The latency child (python -m bench.replication_cost --latency URL OUT) --------------
 
 
-def latency_child(url: str, out: Path, tag: str, modes: Sequence[str], commits: int) -> None:
-    """Commit INSERTs and claims in ``commit_plan`` order, one of each per turn, each
-    transaction under its mode's ``synchronous_commit``; write the seconds per kind and mode."""
+def latency_child(url: str, out: Path, commits: int, blocks: int) -> None:
+    """In each of ``blocks`` blocks, the standby asynchronous then synchronous (the other
+    way round every other block): commit INSERTs and claims in ``commit_plan`` order, one
+    of each per turn, each transaction under its mode's ``synchronous_commit``; write the
+    seconds per standby, kind and mode, and the standby's sync_state around each block."""
     django_setup(url)
     from django.db import connection, transaction
 
@@ -127,27 +141,41 @@ def latency_child(url: str, out: Path, tag: str, modes: Sequence[str], commits: 
     from scheduling.policies import PlannedTick
     from scheduling.registry import Job
 
-    job = Job(name=f"bench-commit-{tag}", handler=lambda ctx: None, kind=JobKind.CRON, cron="* * * * *")
-    samples: dict[str, dict[str, list[float]]] = {kind: {mode: [] for mode in modes} for kind in KINDS}
+    server = url.rsplit("/", 1)[0]
+    plans = {"async": [ASYNC_MODE], "sync": list(MODES)}
+    samples: dict[str, dict[str, dict[str, list[float]]]] = {
+        standby: {kind: {mode: [] for mode in modes} for kind in KINDS} for standby, modes in plans.items()
+    }
+    jobs = {standby: Job(name=f"bench-commit-{standby}", handler=lambda ctx: None, kind=JobKind.CRON, cron="* * * * *")
+            for standby in plans}  # fmt: skip
+    states: list[tuple[str, str | None]] = []
+    n = 0
     connection.ensure_connection()
     with psycopg.connect(url) as conn:
-        for n, mode in enumerate(commit_plan(modes, commits)):
-            conn.execute(SET_COMMIT_MODE, [mode])
-            started = time.perf_counter()
-            conn.execute("INSERT INTO bench_commits (payload) VALUES (%s)", [f"{tag}-{n}"])
-            conn.commit()
-            samples["insert"][mode].append(time.perf_counter() - started)
+        for block, size in enumerate(block_sizes(commits, blocks)):
+            for standby in ("async", "sync") if block % 2 == 0 else ("sync", "async"):
+                standby_set(server, synchronous=standby == "sync")
+                states.append((standby, _sync_state(server)))
+                for mode in commit_plan(plans[standby], size):
+                    n += 1
+                    conn.execute(SET_COMMIT_MODE, [mode])
+                    started = time.perf_counter()
+                    conn.execute("INSERT INTO bench_commits (payload) VALUES (%s)", [f"{standby}-{n}"])
+                    conn.commit()
+                    samples[standby]["insert"][mode].append(time.perf_counter() - started)
 
-            tick = T0 + timedelta(minutes=n)
-            with transaction.atomic():
-                with connection.cursor() as cursor:
-                    cursor.execute(SET_COMMIT_MODE, [mode])
-                started = time.perf_counter()
-                won = runs_claim(job=job, plan=[PlannedTick(tick, RunStatus.ENQUEUED)], trigger=Trigger.CRON, now=tick)
-            samples["claim"][mode].append(time.perf_counter() - started)
-            if len(won) != 1:
-                raise SystemExit(f"the claim of {tick} was not won")
-    out.write_text(json.dumps(samples))
+                    tick = T0 + timedelta(minutes=n)
+                    plan = [PlannedTick(tick, RunStatus.ENQUEUED)]
+                    with transaction.atomic():
+                        with connection.cursor() as cursor:
+                            cursor.execute(SET_COMMIT_MODE, [mode])
+                        started = time.perf_counter()
+                        won = runs_claim(job=jobs[standby], plan=plan, trigger=Trigger.CRON, now=tick)
+                    samples[standby]["claim"][mode].append(time.perf_counter() - started)
+                    if len(won) != 1:
+                        raise SystemExit(f"the claim of {tick} was not won")
+                states.append((standby, _sync_state(server)))
+    out.write_text(json.dumps({"samples": samples, "states": states}))
 
 
 # --- The ceiling child (python -m bench.replication_cost --ceiling OUT) --------------------
@@ -210,17 +238,16 @@ def standby_set(server: str, synchronous: bool) -> None:
     wait_for(lambda: _sync_state(server) == expected, timeout=30, interval=0.1, what=f"the standby {expected}")
 
 
-def latency_measure(
-    work: Path, server: str, tag: str, modes: Sequence[str], commits: int
-) -> dict[str, dict[str, list[float]]]:
+def latency_measure(work: Path, server: str, args: argparse.Namespace) -> dict[str, Any]:
+    print(f"--- commit latency: {args.blocks} blocks, asynchronous standby and synchronous in turn", flush=True)
     url = f"{server}/{DATABASE}"
-    out = work / f"latency-{tag}.json"
-    command = [PYTHON, "-m", "bench.replication_cost", "--latency", url, str(out), tag]
-    command += ["--modes", ",".join(modes), "--commits", str(commits)]
+    out = work / "latency.json"
+    command = [PYTHON, "-m", "bench.replication_cost", "--latency", url, str(out)]
+    command += ["--commits", str(args.commits), "--blocks", str(args.blocks)]
     if run(command, cwd=ROOT, env=child_env(url)):
-        raise SystemExit(f"the latency measurement ({tag}) failed")
-    samples: dict[str, dict[str, list[float]]] = json.loads(out.read_text())
-    return samples
+        raise SystemExit("the latency measurement failed")
+    measured: dict[str, Any] = json.loads(out.read_text())
+    return measured
 
 
 def ceiling_measure(work: Path, server: str, standby: str, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -245,25 +272,19 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         manage("migrate", "--noinput", "--verbosity", "0", "--skip-checks", url=f"{server}/{DATABASE}")
         with psycopg.connect(f"{server}/{DATABASE}", autocommit=True) as conn:
             conn.execute(COMMIT_TABLE)
-        print("--- commit latency, asynchronous standby (synchronous_commit on)", flush=True)
-        standby_set(server, synchronous=False)
-        asynchronous = latency_measure(Path(work), server, "async", ["on"], args.commits)
-        print(f"--- commit latency, synchronous standby ({', '.join(MODES)}, taking turns)", flush=True)
-        standby_set(server, synchronous=True)
-        synchronous = latency_measure(Path(work), server, "sync", MODES, args.commits)
-        sync_state = _sync_state(server)
+        latency = latency_measure(Path(work), server, args)
         loads["latency"] = os.getloadavg()
         standby_set(server, synchronous=False)
         steps = {"async": ceiling_measure(Path(work), server, "async", args)}
         loads["async ceiling"] = os.getloadavg()
         standby_set(server, synchronous=True)
+        states = [("sync", _sync_state(server))]
         steps["sync"] = ceiling_measure(Path(work), server, "sync", args)
-        sync_state_after = _sync_state(server)
+        states.append(("sync", _sync_state(server)))
         loads["sync ceiling"] = os.getloadavg()
     return {
-        "asynchronous": asynchronous,
-        "synchronous": synchronous,
-        "sync_states": [sync_state, sync_state_after],
+        "latency": latency["samples"],
+        "states": [*latency["states"], *states],
         "steps": steps,
         "loads": loads,
     }
@@ -272,33 +293,31 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 # --- The report -----------------------------------------------------------------------------
 
 
-def latency_table(
-    asynchronous: dict[str, dict[str, list[float]]], synchronous: dict[str, dict[str, list[float]]]
-) -> str:
+def latency_table(samples: dict[str, dict[str, dict[str, list[float]]]]) -> str:
+    """Per kind of commit, standby and synchronous_commit: n, p50, p99, mean and max."""
     header = ["commit", "standby", "synchronous_commit", "n", "p50 ms", "p99 ms", "mean ms", "max ms"]
     body = []
     for kind in KINDS:
-        rows = [("asynchronous", "on", asynchronous[kind]["on"])]
-        rows += [("synchronous", mode, synchronous[kind][mode]) for mode in MODES]
-        for standby, mode, samples in rows:
-            s = latencies(samples)
-            body.append(
-                [
-                    KIND_LABELS[kind],
-                    standby,
-                    mode,
-                    str(len(samples)),
-                    *(fmt(s[k]) for k in ("p50", "p99", "mean", "max")),
-                ]
-            )
+        for standby, by_mode in samples.items():
+            for mode, values in by_mode[kind].items():
+                s = latencies(values)
+                figures = [fmt(s[k]) for k in ("p50", "p99", "mean", "max")]
+                body.append([KIND_LABELS[kind], STANDBYS[standby], mode, str(len(values)), *figures])
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    lines = [
-        "  ".join(
-            c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-        for cells in [header, *body]
-    ]
+    cells_of = [list(enumerate(zip(cells, widths, strict=True))) for cells in [header, *body]]
+    lines = ["  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in cells).rstrip() for cells in cells_of]
     return "\n".join(["commit latency:", *lines])
+
+
+def held_through(steps: list[dict[str, Any]]) -> float:
+    """The highest rate placed before the first step that did not hold (0 if the first
+    did not): a ceiling that a lucky step after a failed one cannot raise."""
+    held = 0.0
+    for step in steps:
+        if not step["held"]:
+            break
+        held = max(held, step["rate"])
+    return held
 
 
 def report(args: argparse.Namespace, measured: dict[str, Any], partial: bool) -> Report:
@@ -306,62 +325,55 @@ def report(args: argparse.Namespace, measured: dict[str, Any], partial: bool) ->
         name=NAME,
         title=(
             "replication cost: a synchronous standby against the same standby asynchronous "
-            f"(commit latency, {args.commits} commits per mode; cancellation ceiling at "
+            f"(commit latency, {args.commits} commits per mode in {args.blocks} blocks; cancellation ceiling at "
             f"{', '.join(fmt(r) for r in args.rates)} orders/s, {args.step_seconds:g} s steps)"
         ),
         command="python -m bench.replication_cost " + " ".join(sys.argv[1:]),
         project="the standby synchronous (synchronous_standby_names '*'); commits on, remote_write, remote_apply",
-        reference="the same standby asynchronous (latency: synchronous_commit local, in the same turns)",
+        reference="the same standby asynchronous (synchronous_standby_names empty), synchronous_commit on",
         partial=partial,
     )
-    sync = measured["synchronous"]
+    samples = measured["latency"]
     for kind in KINDS:
-        reference = latencies(sync[kind][REFERENCE_MODE])
-        for mode in MODES[1:]:
-            mine = latencies(sync[kind][mode])
+        reference = latencies(samples["async"][kind][ASYNC_MODE])
+        for mode in MODES:
+            mine = latencies(samples["sync"][kind][mode])
             for p in ("p50", "p99"):
-                rep.add(
-                    Row(
-                        f"{KIND_LABELS[kind]} commit {p}, synchronous_commit {mode}",
-                        "ms",
-                        mine[p],
-                        reference[p],
-                        "lower",
-                    )
-                )
+                measure = f"{KIND_LABELS[kind]} commit {p}, synchronous_commit {mode}"
+                rep.add(Row(measure, "ms", mine[p], reference[p], "lower"))
     steps = {standby: [cancellations.summary(r) for r in runs] for standby, runs in measured["steps"].items()}
-    ceilings = {standby: cancellations.ceiling(s) for standby, s in steps.items()}
     wrong = sum(s["wrong"] for side in steps.values() for s in side)
-    states = measured["sync_states"]
-    ceiling = "cancellation ceiling: highest rate with p99 < 1 s, none missed"
-    rep.add(
-        Row(ceiling, "/s", ceilings["sync"], ceilings["async"], "higher"),
-        Row("wrongly cancelled (early or accepted), both standbys", "orders", wrong, None, None, "0", wrong == 0),
-    )
-    seen = " then ".join(map(str, states))
     rep.add(
         Row(
-            "standby's sync_state around the synchronous measurements",
-            "",
-            seen,
-            None,
-            None,
-            "sync",
-            states == ["sync", "sync"],
-        )
+            "cancellation ceiling: highest rate with p99 < 1 s, none missed",
+            "/s",
+            cancellations.ceiling(steps["sync"]),
+            cancellations.ceiling(steps["async"]),
+            "higher",
+        ),
+        Row(
+            "the same, every step up to it held",
+            "/s",
+            held_through(steps["sync"]),
+            held_through(steps["async"]),
+            "higher",
+        ),
+        Row("wrongly cancelled (early or accepted), both standbys", "orders", wrong, None, None, "0", wrong == 0),
     )
-    rep.tables.append(latency_table(measured["asynchronous"], sync))
+    states = [tuple(state) for state in measured["states"]]
+    as_set = sum(standby == seen for standby, seen in states)
+    rep.add(Row("standby's sync_state as set, read around each block", "reads", f"{as_set} of {len(states)}",
+                None, None, "all", as_set == len(states)))  # fmt: skip
+    rep.tables.append(latency_table(samples))
     rep.tables.append(cancellations.steps_table(measured["steps"], labels=STANDBYS))
-    asynchronous = {kind: latencies(measured["asynchronous"][kind]["on"]) for kind in KINDS}
-    rep.note(
-        "asynchronous standby, synchronous_commit on, measured just before: "
-        + "; ".join(f"{KIND_LABELS[k]} p50 {fmt(v['p50'])} ms, p99 {fmt(v['p99'])} ms" for k, v in asynchronous.items())
-        + " (the cost synchronous_commit local stands for)"
-    )
     top = max(args.rates)
-    for standby, value in ceilings.items():
-        if value and all(s["held"] for s in steps[standby]) and len(steps[standby]) == len(args.rates):
+    for standby, side in steps.items():
+        if len(side) == len(args.rates) and all(s["held"] for s in side):
             rep.note(f"{STANDBYS[standby]}: every step held, up to {fmt(top)}/s: its ceiling is at least that")
+    rep.note(
+        "synchronous_commit local with the standby synchronous waits for the primary's flush only, "
+        "as every commit does with it asynchronous: compare its line with the asynchronous standby's"
+    )
     rep.note(
         "load average (1, 5, 15 min): "
         + "; ".join(f"{when} {' / '.join(f'{x:.1f}' for x in load)}" for when, load in measured["loads"].items())
@@ -380,8 +392,8 @@ def main() -> int:
     parser = argument_parser()
     args = parser.parse_args()
     if args.latency:
-        url, out, tag = args.latency
-        latency_child(url, Path(out), tag, args.modes, args.commits)
+        url, out = args.latency
+        latency_child(url, Path(out), args.commits, args.blocks)
         return 0
     if args.ceiling:
         ceiling_child(Path(args.ceiling), args)
@@ -397,8 +409,8 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rates", type=cancellations._rates, default=RATES, help="orders per second per step")
     parser.add_argument("--step-seconds", type=float, default=STEP_SECONDS, help="seconds of placing per step")
     parser.add_argument("--drain", type=float, default=DRAIN_SECONDS, help="seconds after a step's last deadline")
-    parser.add_argument("--latency", nargs=3, metavar=("URL", "OUT", "TAG"), help=argparse.SUPPRESS)
-    parser.add_argument("--modes", type=lambda text: text.split(","), default=list(MODES), help=argparse.SUPPRESS)
+    parser.add_argument("--blocks", type=_positive, default=BLOCKS, help="blocks of async, then sync, commits")
+    parser.add_argument("--latency", nargs=2, metavar=("URL", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--ceiling", metavar="OUT", help=argparse.SUPPRESS)
     return parser
 

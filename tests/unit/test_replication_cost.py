@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from bench.replication_cost import commit_plan, latencies
+from bench.replication_cost import block_sizes, commit_plan, held_through, latencies
 
 
 def test_every_mode_commits_as_often_and_leads_a_round_in_turn() -> None:
@@ -28,3 +28,20 @@ def test_latencies_are_observed_values_in_milliseconds() -> None:
     assert figures["max"] == 100.0
     assert math.isclose(figures["mean"], 50.5)
     assert math.isnan(latencies([])["p50"])
+
+
+def test_blocks_share_the_commits_evenly_and_none_is_empty() -> None:
+    assert block_sizes(300, 10) == [30] * 10
+    assert block_sizes(7, 3) == [3, 2, 2]
+    assert block_sizes(2, 5) == [1, 1]
+
+
+def _step(rate: float, held: bool) -> dict[str, object]:
+    return {"rate": rate, "held": held}
+
+
+def test_a_step_held_after_one_that_broke_does_not_raise_the_rate_held_throughout() -> None:
+    steps = [_step(100, True), _step(199, True), _step(294, False), _step(334, True)]
+    assert held_through(steps) == 199
+    assert held_through([_step(100, False), _step(200, True)]) == 0
+    assert held_through([]) == 0
