@@ -272,18 +272,7 @@ def raw_worker(url: str) -> None:
 
 def side(mode: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Step the rate up on one side; return one result per step run."""
-    suffix = {"project": "", "raw": "_raw", "reference": "_reference"}[mode]
-    suffix += f"_w{args.workers}" if args.workers > 1 else ""
-    suffix += "_pgbouncer" if args.pgbouncer else ""
-    direct = database_create(NAME + suffix)
-    sql_run(
-        direct,
-        "INSERT INTO orders_restaurant (name, timezone, commission_rate, onboarded_at, is_active) "
-        "SELECT 'Bench restaurant ' || i, 'Asia/Kolkata', 0.15, now(), true FROM generate_series(1, %s) AS i",
-        [RESTAURANTS],
-    )
-    if mode == "raw":
-        sql_run(direct, RAW_DUE_TABLE)
+    direct = side_database(mode, args)
     with children(f"{NAME}-{mode}") as (started, logs), pooled(direct, args.pgbouncer, logs) as url:
         env = child_env(url, ORDER_ACCEPT_TIMEOUT_SECONDS=str(TIMEOUT_SECONDS), DATABASE_CONN_MAX_AGE="60")
         workers = _workers_start(mode, args, env, started, logs)
@@ -298,6 +287,24 @@ def side(mode: str, args: argparse.Namespace) -> list[dict[str, Any]]:
             if result["missed"] or result["errors_count"]:
                 break
     return results
+
+
+def side_database(mode: str, args: argparse.Namespace) -> str:
+    """The side's database, created afresh with its restaurants (and the raw side's due
+    table); return its URL."""
+    suffix = {"project": "", "raw": "_raw", "reference": "_reference"}[mode]
+    suffix += f"_w{args.workers}" if args.workers > 1 else ""
+    suffix += "_pgbouncer" if args.pgbouncer else ""
+    direct = database_create(NAME + suffix)
+    sql_run(
+        direct,
+        "INSERT INTO orders_restaurant (name, timezone, commission_rate, onboarded_at, is_active) "
+        "SELECT 'Bench restaurant ' || i, 'Asia/Kolkata', 0.15, now(), true FROM generate_series(1, %s) AS i",
+        [RESTAURANTS],
+    )
+    if mode == "raw":
+        sql_run(direct, RAW_DUE_TABLE)
+    return direct
 
 
 def _workers_start(

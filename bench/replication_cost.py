@@ -26,12 +26,13 @@ production (the scenarios' clusters run with them off):
    - ``on``: also until the standby has flushed it (what Patroni's ``synchronous_mode``
      gives with PostgreSQL's default ``synchronous_commit``);
    - ``remote_apply``: until the standby has replayed it (a read there sees it).
-2. **The cancellation ceiling.** ``bench.cancellations``' project side, unchanged (eight
-   placers, one ``manage.py worker``, the highest rate with p99 lateness under 1 s and
-   nothing missed), run against the same primary once with the standby asynchronous and
-   once synchronous, at modest stepped rates in short steps. Reported: its ceiling as
-   ``bench.cancellations`` defines it, and the rate held at every step up to it
-   (``held_through``: on a loaded machine a step can hold after one that did not).
+2. **The cancellation ceiling.** ``bench.cancellations``' project side, its database,
+   worker and steps (eight placers, one ``manage.py worker``; the ceiling is the highest
+   rate with p99 lateness under 1 s and nothing missed), against the same primary, at
+   modest rates in short steps. At each rate the standby asynchronous and synchronous
+   take turns (which goes first alternates) on one database and worker, so the machine's
+   load falls on both alike. Reported beside the ceiling: the rate held at every step up
+   to it (``held_through``: on a loaded machine a step can hold after one that did not).
 
 Every process (the two servers, the worker, the placers) is stopped by process group
 however the run ends; the guardian (``bench.guardian``) stops the servers too if this
@@ -66,6 +67,7 @@ from bench.common import (
     Report,
     Row,
     child_env,
+    children,
     django_setup,
     fmt,
     guard,
@@ -183,11 +185,47 @@ def latency_child(url: str, out: Path, commits: int, blocks: int) -> None:
 
 def ceiling_child(out: Path, args: argparse.Namespace) -> None:
     """``bench.cancellations``' project side on the server at BENCH_POSTGRES_URL (the
-    throwaway primary); write its steps."""
+    throwaway primary): its database, its worker, then its steps, the standby
+    asynchronous and synchronous taking turns at each rate (which goes first alternates),
+    each stepping on until a step misses an order; write the steps and the standby's
+    sync_state read before each."""
     argv = ["--only", "project", "--rates", ",".join(f"{rate:g}" for rate in args.rates)]
     argv += ["--step-seconds", f"{args.step_seconds:g}", "--drain", f"{args.drain:g}"]
     side_args = cancellations.arguments(cancellations.argument_parser(), argv)
-    out.write_text(json.dumps(cancellations.side("project", side_args)))
+    direct = cancellations.side_database("project", side_args)
+    server = direct.rsplit("/", 1)[0]
+    steps: dict[str, list[dict[str, Any]]] = {"async": [], "sync": []}
+    states: list[tuple[str, str | None]] = []
+    with children(f"{NAME}-ceiling") as (started, logs):
+        env = child_env(
+            direct, ORDER_ACCEPT_TIMEOUT_SECONDS=str(cancellations.TIMEOUT_SECONDS), DATABASE_CONN_MAX_AGE="60"
+        )
+        workers = cancellations._workers_start("project", side_args, env, started, logs)
+        cancellations._wait_for_worker(direct, "project", workers[0])
+        for number, rate in enumerate(side_args.rates):
+            for standby in ("async", "sync") if number % 2 == 0 else ("sync", "async"):
+                if steps[standby] and (steps[standby][-1]["missed"] or steps[standby][-1]["errors_count"]):
+                    continue
+                standby_set(server, synchronous=standby == "sync")
+                states.append((standby, _sync_state(server)))
+                cpu = sum(w.cpu_seconds() for w in workers)
+                result = cancellations.step(
+                    "project",
+                    side_args,
+                    rate,
+                    f"{standby}{number}",
+                    urls=(direct, direct),
+                    env=env,
+                    started=started,
+                    logs=logs,
+                )
+                result["cpu"] = sum(w.cpu_seconds() for w in workers) - cpu
+                steps[standby].append(result)
+                print(
+                    f"{STANDBYS[standby]} at {rate:g}/s: {cancellations._line(cancellations.summary(result))}",
+                    flush=True,
+                )
+    out.write_text(json.dumps({"steps": steps, "states": states}))
 
 
 # --- The run --------------------------------------------------------------------------------
@@ -250,17 +288,17 @@ def latency_measure(work: Path, server: str, args: argparse.Namespace) -> dict[s
     return measured
 
 
-def ceiling_measure(work: Path, server: str, standby: str, args: argparse.Namespace) -> list[dict[str, Any]]:
-    print(f"\n--- cancellation ceiling, {STANDBYS[standby]}", flush=True)
-    out = work / f"ceiling-{standby}.json"
+def ceiling_measure(work: Path, server: str, args: argparse.Namespace) -> dict[str, Any]:
+    print("\n--- cancellation ceiling: asynchronous standby and synchronous in turn at each rate", flush=True)
+    out = work / "ceiling.json"
     command = [PYTHON, "-m", "bench.replication_cost", "--ceiling", str(out)]
     command += ["--rates", ",".join(f"{rate:g}" for rate in args.rates), "--step-seconds", f"{args.step_seconds:g}"]
     command += ["--drain", f"{args.drain:g}"]
     env = {**os.environ, "BENCH_POSTGRES_URL": server, "PYTHONPATH": str(ROOT)}
     if run(command, cwd=ROOT, env=env):
-        raise SystemExit(f"the cancellation side ({STANDBYS[standby]}) failed")
-    steps: list[dict[str, Any]] = json.loads(out.read_text())
-    return steps
+        raise SystemExit("the cancellation side failed")
+    measured: dict[str, Any] = json.loads(out.read_text())
+    return measured
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -274,18 +312,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             conn.execute(COMMIT_TABLE)
         latency = latency_measure(Path(work), server, args)
         loads["latency"] = os.getloadavg()
-        standby_set(server, synchronous=False)
-        steps = {"async": ceiling_measure(Path(work), server, "async", args)}
-        loads["async ceiling"] = os.getloadavg()
-        standby_set(server, synchronous=True)
-        states = [("sync", _sync_state(server))]
-        steps["sync"] = ceiling_measure(Path(work), server, "sync", args)
-        states.append(("sync", _sync_state(server)))
-        loads["sync ceiling"] = os.getloadavg()
+        ceilings = ceiling_measure(Path(work), server, args)
+        loads["ceilings"] = os.getloadavg()
     return {
         "latency": latency["samples"],
-        "states": [*latency["states"], *states],
-        "steps": steps,
+        "states": [*latency["states"], *ceilings["states"]],
+        "steps": ceilings["steps"],
         "loads": loads,
     }
 
@@ -382,9 +414,7 @@ def report(args: argparse.Namespace, measured: dict[str, Any], partial: bool) ->
         "primary and standby: throwaway PostgreSQL servers on this machine "
         "(fsync and full_page_writes on), streaming over 127.0.0.1"
     )
-    rep.note(
-        "the ceilings ran one after the other (asynchronous first) on a shared 2-core machine: compare their steps too"
-    )
+    rep.note("the two standbys took turns at each rate (which went first alternated), on one database and worker")
     return rep
 
 
