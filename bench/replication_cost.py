@@ -39,7 +39,7 @@ however the run ends; the guardian (``bench.guardian``) stops the servers too if
 process is SIGKILLed (their temporary directories then stay behind in /tmp).
 
     python -m bench.replication_cost [--commits 300] [--blocks 10]
-                                     [--rates 100,200,300,450,600] [--step-seconds 10] [--drain 10]
+                                     [--rates 200,400,700,1000,1300] [--step-seconds 10] [--drain 10]
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ BLOCKS = 10
 KINDS = ("insert", "claim")
 KIND_LABELS = {"insert": "single-row INSERT", "claim": "one-tick claim (runs_claim)"}
 COMMITS = 300
-RATES = (100.0, 200.0, 300.0, 450.0, 600.0)
+RATES = (200.0, 400.0, 700.0, 1000.0, 1300.0)
 STEP_SECONDS = 10.0
 DRAIN_SECONDS = 10.0
 STANDBYS = {"async": "asynchronous standby", "sync": "synchronous standby"}
@@ -304,6 +304,7 @@ def ceiling_measure(work: Path, server: str, args: argparse.Namespace) -> dict[s
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Everything, on one cluster: the latencies, then the two ceilings."""
     loads = {"start": os.getloadavg()}
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
     with tempfile.TemporaryDirectory(prefix="tiffin-bench-replication-") as work, cluster() as server:
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {DATABASE}")
@@ -319,6 +320,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "states": [*latency["states"], *ceilings["states"]],
         "steps": ceilings["steps"],
         "loads": loads,
+        "started_at": started_at,
     }
 
 
@@ -364,6 +366,7 @@ def report(args: argparse.Namespace, measured: dict[str, Any], partial: bool) ->
         project="the standby synchronous (synchronous_standby_names '*'); commits on, remote_write, remote_apply",
         reference="the same standby asynchronous (synchronous_standby_names empty), synchronous_commit on",
         partial=partial,
+        started_at=measured["started_at"],
     )
     samples = measured["latency"]
     for kind in KINDS:
