@@ -222,7 +222,7 @@ bench-peers: $(PEERS_STAMP) scenario-deps ## Benchmark 3 beside procrastinate an
 # standby of its own (PostgreSQL's server binaries: scenario-deps), never the machine's
 # server. Not part of make bench or CI. More options in REPLICATION_ARGS, e.g. --rates 100,200.
 REPLICATION_ARGS ?=
-bench-replication: $(STAMP) scenario-deps ## A synchronous standby's cost: commit latency and the cancellation ceiling, sync against async (~8 min)
+bench-replication: $(STAMP) scenario-deps ## A synchronous standby's cost: commit latency and the cancellation ceiling, sync against async (5-8 min)
 	exec $(PY) -m bench.replication_cost $(REPLICATION_ARGS)
 
 # A database of its own, dropped and created afresh (the soak empties what it finds).

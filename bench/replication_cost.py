@@ -363,7 +363,7 @@ def report(args: argparse.Namespace, measured: dict[str, Any], partial: bool) ->
             f"{', '.join(fmt(r) for r in args.rates)} orders/s, {args.step_seconds:g} s steps)"
         ),
         command="python -m bench.replication_cost " + " ".join(sys.argv[1:]),
-        project="the standby synchronous (synchronous_standby_names '*'); commits on, remote_write, remote_apply",
+        project="the standby synchronous (synchronous_standby_names '*'), synchronous_commit as each row says",
         reference="the same standby asynchronous (synchronous_standby_names empty), synchronous_commit on",
         partial=partial,
         started_at=measured["started_at"],
