@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PG_URL ?= $(if $(DATABASE_URL),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/tiffin)
 SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
 
-.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare compare-keys bench bench-large bench-history bench-peers compare-peers soak chaos up browser-deps prometheus-deps failover-deps failover clean
+.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare compare-keys bench bench-large bench-history bench-peers compare-peers bench-replication soak chaos up browser-deps prometheus-deps failover-deps failover clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -244,6 +244,13 @@ compare-peers: $(PEERS_STAMP) scenario-deps ## The alternatives table with celer
 	  $(PEERS_VENV)/bin/python manage.py migrate --noinput --verbosity 0
 	DATABASE_URL=$(COMPARE_PEERS_URL) LOG_LEVEL=WARNING exec $(PEERS_VENV)/bin/python -m bench.peers.alternatives \
 	  --log-dir db/compare-peers-logs $(COMPARE_PEERS_ARGS)
+# What a synchronous standby costs (docs/failover.md): commit latency and the cancellation
+# benchmark's ceiling, standby synchronous against asynchronous, on a throwaway primary and
+# standby of its own (PostgreSQL's server binaries: scenario-deps), never the machine's
+# server. Not part of make bench or CI. More options in REPLICATION_ARGS, e.g. --rates 100,200.
+REPLICATION_ARGS ?=
+bench-replication: $(STAMP) scenario-deps ## A synchronous standby's cost: commit latency and the cancellation ceiling, sync against async (5-8 min)
+	exec $(PY) -m bench.replication_cost $(REPLICATION_ARGS)
 
 # A database of its own, dropped and created afresh (the soak empties what it finds).
 SOAK_URL ?= postgres://postgres@127.0.0.1:5432/tiffin_soak

@@ -272,18 +272,7 @@ def raw_worker(url: str) -> None:
 
 def side(mode: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Step the rate up on one side; return one result per step run."""
-    suffix = {"project": "", "raw": "_raw", "reference": "_reference"}[mode]
-    suffix += f"_w{args.workers}" if args.workers > 1 else ""
-    suffix += "_pgbouncer" if args.pgbouncer else ""
-    direct = database_create(NAME + suffix)
-    sql_run(
-        direct,
-        "INSERT INTO orders_restaurant (name, timezone, commission_rate, onboarded_at, is_active) "
-        "SELECT 'Bench restaurant ' || i, 'Asia/Kolkata', 0.15, now(), true FROM generate_series(1, %s) AS i",
-        [RESTAURANTS],
-    )
-    if mode == "raw":
-        sql_run(direct, RAW_DUE_TABLE)
+    direct = side_database(mode, args)
     with children(f"{NAME}-{mode}") as (started, logs), pooled(direct, args.pgbouncer, logs) as url:
         env = child_env(url, ORDER_ACCEPT_TIMEOUT_SECONDS=str(TIMEOUT_SECONDS), DATABASE_CONN_MAX_AGE="60")
         workers = _workers_start(mode, args, env, started, logs)
@@ -298,6 +287,24 @@ def side(mode: str, args: argparse.Namespace) -> list[dict[str, Any]]:
             if result["missed"] or result["errors_count"]:
                 break
     return results
+
+
+def side_database(mode: str, args: argparse.Namespace) -> str:
+    """The side's database, created afresh with its restaurants (and the raw side's due
+    table); return its URL."""
+    suffix = {"project": "", "raw": "_raw", "reference": "_reference"}[mode]
+    suffix += f"_w{args.workers}" if args.workers > 1 else ""
+    suffix += "_pgbouncer" if args.pgbouncer else ""
+    direct = database_create(NAME + suffix)
+    sql_run(
+        direct,
+        "INSERT INTO orders_restaurant (name, timezone, commission_rate, onboarded_at, is_active) "
+        "SELECT 'Bench restaurant ' || i, 'Asia/Kolkata', 0.15, now(), true FROM generate_series(1, %s) AS i",
+        [RESTAURANTS],
+    )
+    if mode == "raw":
+        sql_run(direct, RAW_DUE_TABLE)
+    return direct
 
 
 def _workers_start(
@@ -462,14 +469,14 @@ def ceiling(steps: list[dict[str, Any]]) -> float:
     return max((s["rate"] for s in steps if s["held"]), default=0.0)
 
 
-def steps_table(results: dict[str, list[dict[str, Any]]]) -> str:
-    """Per rate and side: placed/s achieved, lateness, missed, wrong, worker CPU."""
+def steps_table(results: dict[str, list[dict[str, Any]]], labels: dict[str, str] = SIDE_LABELS) -> str:
+    """Per rate and side (named by ``labels``): placed/s achieved, lateness, missed, wrong, worker CPU."""
     header = ["rate /s", "side", "placed /s", "p50 s", "p99 s", "max s", "missed", "wrong", "CPU s/1k", "held"]
     body = []
     for rate in sorted({r["rate"] for steps in results.values() for r in steps}):
         for mode, steps in results.items():
             for s in (summary(r) for r in steps if r["rate"] == rate):
-                body.append([fmt(rate), SIDE_LABELS[mode], fmt(s["rate"]), fmt(s["p50"]), fmt(s["p99"]),
+                body.append([fmt(rate), labels[mode], fmt(s["rate"]), fmt(s["p50"]), fmt(s["p99"]),
                              fmt(s["max"]), fmt(s["missed"]), fmt(s["wrong"]), fmt(s["cpu_per_1000"]),
                              "yes" if s["held"] else "no"])  # fmt: skip
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]

@@ -194,6 +194,13 @@ def _guardian_tell(line: str) -> None:
     stdin.flush()
 
 
+def guard(pgid: int, *, release: bool = False) -> None:
+    """Register with the guardian a process group this process started without ``spawn``
+    (a throwaway PostgreSQL's postmaster), or ``release`` it once stopped: if this process
+    dies without running its ``finally`` blocks, the guardian stops the group."""
+    _guardian_tell(f"{'-' if release else '+'}{pgid}")
+
+
 def spawn(args: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
     """Start a benchmark child leading a process group of its own, registered with the
     guardian, so it and everything it forks stop with the benchmark (``group_stop``)."""

@@ -267,13 +267,16 @@ REPLICATED_SETTINGS = {"synchronous_commit": "on", "wal_level": "replica", "max_
 
 
 @contextmanager
-def replicated_pair() -> Iterator[tuple[ThrowawayCluster, ThrowawayCluster]]:
+def replicated_pair(settings: dict[str, str] | None = None) -> Iterator[tuple[ThrowawayCluster, ThrowawayCluster]]:
     """A running private primary and its asynchronous streaming standby (see the module
-    docstring); both stopped and removed afterwards, however the block ends."""
+    docstring); both stopped and removed afterwards, however the block ends. ``settings``
+    go over REPLICATED_SETTINGS on both (bench.replication_cost turns fsync back on)."""
     bindir = postgres_bindir()
     primary, standby = (
         ThrowawayCluster(
-            bindir=bindir, directory=Path(tempfile.mkdtemp(prefix=f"tiffin-pg-{role}-")), settings=REPLICATED_SETTINGS
+            bindir=bindir,
+            directory=Path(tempfile.mkdtemp(prefix=f"tiffin-pg-{role}-")),
+            settings={**REPLICATED_SETTINGS, **(settings or {})},
         )
         for role in ("primary", "standby")
     )
