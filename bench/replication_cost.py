@@ -76,7 +76,7 @@ from bench.common import (
     run,
     stop_on_sigterm,
 )
-from simulation.processes import wait_for
+from support.processes import wait_for
 
 NAME = "replication_cost"
 DATABASE = "tiffin_bench_replication_cost"
