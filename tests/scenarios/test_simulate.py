@@ -89,12 +89,13 @@ def test_the_demo_path_on_sqlite_with_a_crash_exits_0(scenario: Scenario, tmp_pa
         assert prepared.returncode == 0, prepared.stderr
     done = scenario.manage(
         "simulate", "--start", START.isoformat(), "--duration", "60m", "--servers", "3", "--crash-worker",
-        "--kill-sender", "25m", "--log-dir", str(tmp_path / "logs"), env=sqlite,
+        "--kill-sender", "25m", "--log-dir", str(tmp_path / "demo-logs"), env=sqlite,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Every invariant held: exit 0." in done.stdout
     assert "fault: crash-worker" in done.stdout and "what became of it:" in done.stdout
     assert (tmp_path / "demo.sqlite3").exists()
+    assert (tmp_path / "demo-logs" / "provider.log").exists()  # made by the run, as make demo's db/demo-logs
     # The second crash landed inside the transfer sending, with requests in flight (its run
     # holds the job until its 600 s timeout: the hour leaves the next runs time to send).
     (killed,) = [line for line in done.stdout.splitlines() if "fault: kill-sender" in line]
@@ -102,7 +103,7 @@ def test_the_demo_path_on_sqlite_with_a_crash_exits_0(scenario: Scenario, tmp_pa
     # The provider's transfers beside the ledger: every paid week once, for every restaurant.
     with closing(sqlite3.connect(tmp_path / "demo.sqlite3")) as ledger:
         paid = dict(ledger.execute("SELECT restaurant_id, count(*) FROM payouts_payout WHERE net > 0 GROUP BY 1"))
-    with closing(sqlite3.connect(tmp_path / "logs" / "provider.sqlite3")) as provider:
+    with closing(sqlite3.connect(tmp_path / "demo-logs" / "provider.sqlite3")) as provider:
         held = provider.execute("SELECT count(*), count(DISTINCT transfer_group) FROM transfers").fetchone()
     assert len(paid) == 6 and held == (sum(paid.values()), sum(paid.values()))
     assert f"Transfers at the provider (read through its API): {held[0]} for {held[0]} paid weeks; " in done.stdout
@@ -110,5 +111,5 @@ def test_the_demo_path_on_sqlite_with_a_crash_exits_0(scenario: Scenario, tmp_pa
     rows = [line for line in done.stdout.splitlines() if line.startswith("  ") and line.rstrip().endswith("  yes")]
     assert len(rows) == 6 and all(f"{paid[int(r)]:>8}" in row for r, row in zip(sorted(paid), rows, strict=True))
     assert "The ledger and the provider agree for every restaurant." in done.stdout
-    statements = sum(1 for _ in (tmp_path / "logs" / "mail").iterdir())
+    statements = sum(1 for _ in (tmp_path / "demo-logs" / "mail").iterdir())
     assert statements >= 1 and "0 never sent" in done.stdout

@@ -150,6 +150,7 @@ class Command(TiffinCommand):
             raise CommandError("--pooler needs pgbouncer (make scenario-deps, or apt-get install pgbouncer)")
         self._prepare(reset=options["reset"])
         log_dir = Path(options["log_dir"] or tempfile.mkdtemp(prefix="tiffin-simulate-"))
+        log_dir.mkdir(parents=True, exist_ok=True)  # make demo's db/demo-logs on a fresh clone
         say = (lambda line: print(line, file=sys.stderr)) if options["json"] else self.stdout.write
         real = plan.duration.total_seconds() / plan.speed
         say(f"simulating {plan.duration} of {plan.start:%Y-%m-%d %H:%M} UTC onwards in about {real:.0f} s")
