@@ -21,6 +21,7 @@ import pytest
 from simulation.chaos import NOT_INJECTED, ChaosKind, chaos_schedule
 from tests.scenarios.harness import Scenario
 from tests.scenarios.pooler import pgbouncer_binary
+from tests.scenarios.workloads import assert_runs_settled
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(360)]
 
@@ -85,9 +86,7 @@ def _chaos_run(scenario: Scenario, tmp_path: Path, seed: int, *extra: str) -> di
         assert "abandoned" in payout["recovery"] and payout["recovery"].endswith("succeeded"), payout
     assert report["payouts"]["checked"] >= 9 and report["payouts"]["unpaid_weeks"] == 0
     db = scenario.db
-    assert db.scalar("SELECT count(*) FROM job_runs WHERE status IN ('running', 'enqueued')") == 0
-    # A sender killed is dead (send-transfers has one attempt per run: its next tick sends).
-    assert db.scalar("SELECT count(*) FROM job_runs WHERE status = 'dead' AND job_name <> 'send-transfers'") == 0
+    assert_runs_settled(db)
     assert db.scalar("SELECT count(DISTINCT job_run_id) FROM payouts_payout") == 1, "one attempt wrote the payouts"
     _assert_money(report, records, db, tmp_path)
     return report

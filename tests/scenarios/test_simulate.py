@@ -17,6 +17,7 @@ import pytest
 from simulation.probe_jobs import BREAK_VARIABLE
 from simulation.runner import TARGET_JOB
 from tests.scenarios.harness import Scenario
+from tests.scenarios.workloads import assert_runs_settled
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(240)]
 
@@ -55,7 +56,7 @@ def test_simulate_with_every_fault_keeps_every_invariant_and_exits_0(scenario: S
     db = scenario.db
     assert db.scalar("SELECT count(*) FROM (SELECT 1 FROM simulation_probe_charges "
                      "GROUP BY job_name, scheduled_for HAVING count(*) > 1) dup") == 0  # fmt: skip
-    assert db.scalar("SELECT count(*) FROM job_runs WHERE status IN ('dead', 'running', 'enqueued')") == 0
+    assert_runs_settled(db)
 
 
 def test_simulate_exits_1_when_a_tick_is_charged_twice(scenario: Scenario, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from support.processes import SimulatedTime
 from tests.scenarios.harness import (
     Scenario,
+    ScenarioDatabase,
     charges_per_tick,
     claimed_cron_ticks,
     expected_cron_ticks,
@@ -79,3 +80,19 @@ def assert_every_tick_ran_once(scenario: Scenario, *, schedulers: int) -> None:
     assert db.scalar("SELECT count(*) FROM job_scheduler_nodes WHERE passes > 0") == schedulers
     assert succeeded_ticks(db, "weekly-payouts") == [PAYOUT_TICK]
     assert assert_ledger_correct(db, as_of=PAYOUT_TICK) >= 9 * 2
+
+
+# The outbox senders have one attempt per run: a sender killed or paused past its lease is
+# dead, and the next minute's tick sends what it left.
+ONE_ATTEMPT_SENDERS = ("send-transfers", "send-statements")
+
+
+def assert_runs_settled(db: ScenarioDatabase) -> None:
+    """No run still running or enqueued; a dead run only of a one-attempt sender, and each
+    followed by a later tick of its job that succeeded."""
+    assert db.scalar("SELECT count(*) FROM job_runs WHERE status IN ('running', 'enqueued')") == 0
+    dead = db.rows("SELECT job_name, scheduled_for FROM job_runs WHERE status = 'dead'")
+    assert {job for job, _ in dead} <= set(ONE_ATTEMPT_SENDERS), dead
+    for job, at in dead:
+        later = "SELECT count(*) FROM job_runs WHERE job_name = %s AND scheduled_for > %s AND status = 'succeeded'"
+        assert db.scalar(later, [job, at]) > 0, f"{job} @ {at}: dead, and no later tick sent"
