@@ -351,7 +351,7 @@ def new_transfer(pairs: list[tuple[str, str]]) -> dict[str, Any]:
 
 
 class Sandbox(ThreadingHTTPServer):
-    """The server: the store, the armed fault and the global latency, shared by the handlers."""
+    """The server: the store, the armed faults and the global latency, shared by the handlers."""
 
     daemon_threads = True
     request_queue_size = 128
@@ -361,19 +361,20 @@ class Sandbox(ThreadingHTTPServer):
         self.store = store
         self.latency_ms = latency_ms
         self.log_requests = log_requests
-        self.fault: Fault | None = None
+        # The armed faults, in turn: the first acts until its count is spent, then the next.
+        self.faults: list[Fault] = []
         self.fault_lock = threading.Lock()
 
     def take_fault(self, method: str) -> tuple[FaultMode, int] | None:
-        """The armed fault's (mode, delay) for this request, counting it down."""
+        """The first armed fault's (mode, delay) for this request, counting it down."""
         with self.fault_lock:
-            fault = self.fault
+            fault = self.faults[0] if self.faults else None
             if fault is None or (fault.methods and method not in fault.methods):
                 return None
             if fault.remaining is not None:
                 fault.remaining -= 1
                 if fault.remaining <= 0:
-                    self.fault = None
+                    self.faults.pop(0)
             return fault.mode, fault.delay_ms
 
 
@@ -422,11 +423,12 @@ class Handler(BaseHTTPRequestHandler):
         server = self.server
         if (method, path) == ("GET", "/_sandbox/state"):
             with server.fault_lock:
-                armed = server.fault.describe() if server.fault else None
-            return {**server.store.state(), "fault": armed, "latency_ms": server.latency_ms}
+                armed = [fault.describe() for fault in server.faults]
+            return {**server.store.state(), "fault": armed[0] if armed else None, "faults": armed,
+                    "latency_ms": server.latency_ms}  # fmt: skip
         if (method, path) == ("DELETE", "/_sandbox/faults"):
             with server.fault_lock:
-                server.fault = None
+                server.faults = []
             return {"fault": None}
         try:
             payload = json.loads(body or "{}")
@@ -436,9 +438,13 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(400, f"Invalid JSON body: {error}") from None
         if (method, path) == ("POST", "/_sandbox/faults"):
             fault = parse_fault(payload)
+            then = payload.get("then", False)
+            if not isinstance(then, bool):
+                raise ApiError(400, "then must be true (after the armed faults) or false (instead of them).")
             with server.fault_lock:
-                server.fault = fault
-            return {"fault": fault.describe() if fault else None}
+                server.faults = [*(server.faults if then else []), *([fault] if fault else [])]
+                armed = [queued.describe() for queued in server.faults]
+            return {"fault": armed[0] if armed else None, "faults": armed}
         if (method, path) == ("POST", "/_sandbox/clock"):
             seconds = payload.get("advance_seconds")
             if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:

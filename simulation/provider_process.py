@@ -40,10 +40,17 @@ class RunningSandbox:
         return answer
 
     def arm_fault(
-        self, mode: str, *, count: int | None = None, delay_ms: int | None = None, methods: tuple[str, ...] = ()
+        self,
+        mode: str,
+        *,
+        count: int | None = None,
+        delay_ms: int | None = None,
+        methods: tuple[str, ...] = (),
+        then: bool = False,
     ) -> None:
-        """Arm ``mode`` for the next ``count`` API requests (None: until ``clear_fault``)."""
-        payload: dict[str, Any] = {"mode": mode, "count": count, "methods": list(methods)}
+        """Arm ``mode`` for the next ``count`` API requests (None: until ``clear_fault``);
+        ``then``: behind the faults already armed, instead of replacing them."""
+        payload: dict[str, Any] = {"mode": mode, "count": count, "methods": list(methods), "then": then}
         if delay_ms is not None:
             payload["delay_ms"] = delay_ms
         self.control("POST", "/_sandbox/faults", payload)

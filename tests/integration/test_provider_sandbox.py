@@ -324,6 +324,23 @@ def test_the_library_retries_an_armed_500_with_the_same_key(sandbox: RunningSand
     assert sandbox.state()["transfers"] == 1 and sandbox.state()["fault"] is None
 
 
+def test_faults_armed_then_act_in_turn_and_arming_without_then_replaces_them(sandbox: RunningSandbox) -> None:
+    """Two faults queued (``then``): the first's count, then the second's, then none."""
+    sandbox.arm_fault("commit-then-500", count=1, methods=("POST",))
+    sandbox.arm_fault("500-before-commit", count=1, methods=("POST",), then=True)
+    assert [f["mode"] for f in sandbox.state()["faults"]] == ["commit-then-500", "500-before-commit"]
+    stripe_client = client(sandbox)
+    for key, committed in (("a", 1), ("b", 1)):  # committed then 500; refused before committing
+        with pytest.raises(stripe.APIError):
+            create(stripe_client, key)
+        assert sandbox.state()["transfers"] == committed
+    assert sandbox.state()["faults"] == [] and sandbox.state()["fault"] is None
+    assert not replayed(create(stripe_client, "b"))
+    sandbox.arm_fault("down", then=True)
+    sandbox.arm_fault("slow", count=2, delay_ms=10)  # replaces the down
+    assert [f["mode"] for f in sandbox.state()["faults"]] == ["slow"]
+
+
 def test_slow_answers_take_their_delay(sandbox: RunningSandbox) -> None:
     stripe_client = client(sandbox)
     started = time.monotonic()
