@@ -96,12 +96,18 @@ class ChaosKind(StrEnum):
 
 # The provider's faults: drawn after the payout tick, when there are transfers to send.
 _PROVIDER_KINDS = (ChaosKind.PROVIDER_COMMIT_TIMEOUT, ChaosKind.PROVIDER_COMMIT_500, ChaosKind.PROVIDER_DOWN)
+# The commit faults are armed one after another right after the payout kill, in turn at the
+# provider (each acts once the one before it has hit its requests), so they meet the payout's
+# transfers when its retry first sends them; the sender kill and provider-down come after.
+_COMMIT_KINDS = (ChaosKind.PROVIDER_COMMIT_TIMEOUT, ChaosKind.PROVIDER_COMMIT_500)
 # The provider's faults recover in minutes (a retry with the same key): their quiet end is
 # the last 15 % of the run, not 25 %.
 PROVIDER_QUIET_END = 0.15
 # Simulated time from the payout kill to its run's retry writing the payouts and their
 # transfers: the payout job's 600 s timeout abandons it, and a worker takes the retry.
 PAYOUT_RETRIED = timedelta(minutes=12)
+# Simulated time between two looks at the commit faults armed at the provider.
+COMMIT_WATCH = timedelta(seconds=5)
 # Real milliseconds a commit-then-timeout holds the connection: past the request's timeout.
 COMMIT_TIMEOUT_HOLD_MS = round(SIMULATED_PROVIDER_TIMEOUT_SECONDS * 2000)
 
@@ -212,6 +218,12 @@ def chaos_schedule(
         timed = sorted([*timed, (payout, ChaosKind.PAYOUT_KILL)])
         if sending_from > payout.total_seconds():  # first in the window where transfers are sent
             timed = sorted([*timed, (timedelta(seconds=sending_from), ChaosKind.SENDER_KILL)])
+            # The commit faults a second apart right after the payout kill, in the order drawn.
+            commits = [kind for _, kind in timed if kind in _COMMIT_KINDS]
+            timed = sorted([
+                *((at, kind) for at, kind in timed if kind not in _COMMIT_KINDS),
+                *((payout + timedelta(seconds=n), kind) for n, kind in enumerate(commits, start=1)),
+            ])  # fmt: skip
     members, joined = list(range(1, servers + 1)), servers
     faults = []
     for index, (at, kind) in enumerate(timed):
@@ -287,6 +299,16 @@ def _hms(delta: timedelta) -> str:
 
 
 @dataclass
+class _ArmedCommit:
+    """A commit fault armed at the provider and not settled yet."""
+
+    record: ChaosRecord
+    mode: str
+    before: frozenset[str]  # the provider's transfers when it was armed
+    left: int  # its requests not hit yet (as the provider last said)
+
+
+@dataclass
 class ChaosRecord:
     """What one fault hit, and (filled in later) how the system recovered."""
 
@@ -335,6 +357,7 @@ class ChaosSimulation(Simulation):
         self.offsets: dict[int, float] = dict(enumerate(schedule.skews, start=1))
         self.next_at = plan.start  # when the fault after the one being injected is due
         self.hit_runs: set[int] = set()  # runs a kill or a pause landed in
+        self.commits: list[_ArmedCommit] = []  # commit faults armed at the provider, in turn
 
     def _injections(self) -> Iterator[tuple[datetime, Callable[[], None]]]:
         instants = [self.plan.start + fault.at for fault in self.schedule.faults]
@@ -578,46 +601,92 @@ class ChaosSimulation(Simulation):
         return ChaosRecord(fault, self.clock.now(), f"server {fault.server}", hit, run_id=run.id if run else None)
 
     def _provider_commit(self, fault: ChaosFault) -> ChaosRecord:
-        """Arm commit-then-timeout or commit-then-500 for the next ``fault.requests`` transfer
-        requests, and wait (until the next fault is due) for them to come; the transfers the
+        """Arm commit-then-timeout or commit-then-500 for ``fault.requests`` transfer
+        requests, behind the commit faults armed before it (the provider takes them in
+        turn), and go on: the record says what it hit once its requests came
+        (``_settle_commits``), or, if none came before another provider fault needed the
+        provider or the provider's quiet end, that it was not injected. The transfers the
         provider committed meanwhile are what the record follows to the end."""
         sandbox = self.provider
         if sandbox is None:
             return self._not_injected(fault, "the run has no provider")
         armed = sandbox.state()["fault"]
-        if armed is not None:
+        if armed is not None and not self.commits:
             return self._not_injected(fault, f"the provider already has a fault armed ({armed['mode']})")
         mode = "commit-then-timeout" if fault.kind == ChaosKind.PROVIDER_COMMIT_TIMEOUT else "commit-then-500"
-        client = provider_client_for(sandbox.url)
-        before = {item.id for item in provider.transfers_all(client=client)}
-        sandbox.arm_fault(mode, count=fault.requests, delay_ms=COMMIT_TIMEOUT_HOLD_MS, methods=("POST",))
-        until = min(self.next_at, self._quiet_from(fault.kind))
-        met = self._wait(
-            lambda: sandbox.state()["fault"] is None,
-            until=until,
-            real_limit=self.clock.real_seconds(TARGET_WAIT_SECONDS),
-        )
-        if not met:
-            left = sandbox.state()["fault"]
-            sandbox.clear_fault()
-            hit_count = fault.requests - (left["count"] if left else 0)
-            if not hit_count:
-                return self._not_injected(fault, f"no transfer request came by {self.clock.now():%H:%M:%S}")
-        else:
-            hit_count = fault.requests
-        groups = sorted(
-            {item.transfer_group for item in provider.transfers_all(client=client) if item.id not in before}
-        )
-        hit = f"{hit_count} transfer requests committed at the provider and their answers lost ({mode})"
-        record = ChaosRecord(fault, self.clock.now(), "provider", hit)
-        record.story_of = partial(_groups_story, sandbox.url, groups)
+        before = frozenset(item.id for item in provider.transfers_all(client=provider_client_for(sandbox.url)))
+        ahead = sum(commit.left for commit in self.commits)
+        sandbox.arm_fault(mode, count=fault.requests, delay_ms=COMMIT_TIMEOUT_HOLD_MS, methods=("POST",), then=True)
+        behind = f" behind {ahead} requests of earlier commit faults" if ahead else ""
+        record = ChaosRecord(fault, self.clock.now(), "provider", f"armed for the next {fault.requests} transfer "
+                             f"requests{behind} ({mode})")  # fmt: skip
+        self.commits.append(_ArmedCommit(record, mode, before, left=fault.requests))
+        if len(self.commits) == 1:
+            self._later(COMMIT_WATCH, self._watch_commits)
         return record
+
+    def _watch_commits(self) -> None:
+        """Every COMMIT_WATCH while commit faults are armed: settle those that have hit
+        their requests; at the provider's quiet end, the rest."""
+        self._settle_commits(final=self.clock.now() >= self._quiet_from(ChaosKind.PROVIDER_COMMIT_TIMEOUT))
+        if self.commits:
+            self._later(COMMIT_WATCH, self._watch_commits)
+
+    def _settle_commits(self, *, final: bool = False) -> None:
+        """Fill in the records of the commit faults the provider has taken in full (its
+        armed faults are the rest of ``self.commits``, in order); ``final``: disarm the
+        rest and fill theirs in with what they hit (not injected if nothing)."""
+        sandbox = self.provider
+        if not self.commits or sandbox is None:
+            return
+        queued = [f for f in sandbox.state()["faults"] if f["mode"] in ("commit-then-timeout", "commit-then-500")]
+        if len(queued) > len(self.commits):
+            raise RuntimeError(f"the provider holds {len(queued)} commit faults; {len(self.commits)} were armed")
+        spent = len(self.commits) - len(queued)
+        if queued:
+            self.commits[spent].left = queued[0]["count"]
+        if final:
+            sandbox.clear_fault()
+        for index, commit in enumerate(list(self.commits)):
+            if index >= spent and not final:
+                break
+            requests = commit.record.fault.requests
+            hit_count = requests if index < spent else requests - commit.left
+            self.commits.remove(commit)
+            if not hit_count:
+                commit.record.hit = f"{NOT_INJECTED}: no transfer request came by {self.clock.now():%H:%M:%S}"
+                commit.record.target = "-"
+            else:
+                held = provider.transfers_all(client=provider_client_for(sandbox.url))
+                groups = sorted({item.transfer_group for item in held if item.id not in commit.before})
+                commit.record.hit = (
+                    f"{hit_count} transfer requests committed at the provider and their answers lost ({commit.mode})"
+                )
+                commit.record.story_of = partial(_groups_story, sandbox.url, groups)
+            self.say(f"{commit.record.line()} (by {self.clock.now():%H:%M:%S})")
+
+    def _provider_free(self, fault: ChaosFault) -> None:
+        """Before a provider fault of another kind takes the provider: wait (until the quiet
+        end) for the commit faults armed before it to hit their requests, or at least for
+        the provider to have answered every transfer request it was sent, then settle them
+        (those left are disarmed)."""
+        sandbox = self.provider
+        if not self.commits or sandbox is None:
+            return
+
+        def free() -> bool:
+            state = sandbox.state()
+            return state["fault"] is None or (state["transfers"] > 0 and state["in_flight"] == 0)
+
+        self._wait(free, until=self._quiet_from(fault.kind), real_limit=PIN_WAIT_SECONDS)
+        self._settle_commits(final=sandbox.state()["fault"] is not None)
 
     def _provider_down(self, fault: ChaosFault) -> ChaosRecord:
         """The provider answers 503 to everything for ``fault.lasting``."""
         sandbox = self.provider
         if sandbox is None:
             return self._not_injected(fault, "the run has no provider")
+        self._provider_free(fault)
         sandbox.arm_fault("down")
         unsent = _unsent_transfers()
         record = ChaosRecord(fault, self.clock.now(), "provider", f"down for {_hms(fault.lasting)}; {unsent} unsent")
@@ -642,6 +711,7 @@ class ChaosSimulation(Simulation):
         sandbox = self.provider
         if sandbox is None:
             return self._not_injected(fault, "the run has no provider")
+        self._provider_free(fault)
         sandbox.arm_fault("slow", delay_ms=SENDER_SLOW_MS, methods=("POST",))
         try:
             with _own_connection() as pin:

@@ -33,6 +33,7 @@ DURATION = timedelta(minutes=60)
 # the payout kill hits (abandoned 600 s after the kill, its job's timeout) had too little
 # of the run left to be retried before the schedulers stopped.
 SPEED = 60
+COMMITS = (ChaosKind.PROVIDER_COMMIT_TIMEOUT, ChaosKind.PROVIDER_COMMIT_500)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -43,6 +44,17 @@ def test_a_seeded_fault_schedule_keeps_every_invariant_and_says_how_each_fault_w
     assert report["plan"]["pooler"] is False
     db_terminations = [record for record in report["chaos"]["faults"] if record["kind"] == ChaosKind.DB_TERMINATE]
     assert all("PgBouncer" not in record["line"] for record in db_terminations)
+    # The commit faults, armed in turn right after the payout kill, met the payout's
+    # transfers when its retry first sent them: each hit its requests (1 to 3, as drawn),
+    # and _chaos_run found the provider holding exactly one transfer per paid week.
+    drawn = [
+        f for f in chaos_schedule(seed=seed, start=START, duration=DURATION, servers=3).faults if f.kind in COMMITS
+    ]
+    commits = [record for record in report["chaos"]["faults"] if record["kind"] in COMMITS]
+    assert len(commits) == len(drawn) >= 2, commits
+    for fault, record in zip(drawn, commits, strict=True):
+        hit = re.search(r": (\d+) transfer requests committed at the provider and their answers lost", record["line"])
+        assert hit and 1 <= int(hit.group(1)) <= fault.requests, record
 
 
 def test_a_seeded_fault_schedule_behind_pgbouncer_in_transaction_mode_keeps_every_invariant(
@@ -115,9 +127,8 @@ def _assert_money(report: dict[str, Any], records: list[dict[str, str]], db: Any
         # Killed with answers in hand: the provider held them, the ledger did not.
         unrecorded = re.search(r"SIGKILL with (\d+) answers received and not recorded", sender["line"])
         assert unrecorded and int(unrecorded.group(1)) >= 1, sender
-    commits = (ChaosKind.PROVIDER_COMMIT_TIMEOUT, ChaosKind.PROVIDER_COMMIT_500)
     for record in records:
-        if record["kind"] in commits and NOT_INJECTED not in record["line"]:
+        if record["kind"] in COMMITS and NOT_INJECTED not in record["line"]:
             committed = re.search(r"of the (\d+) transfers committed while it was armed, (\d+) held once by "
                                   r"the provider, (\d+) recorded sent", record["recovery"])  # fmt: skip
             assert committed and len(set(committed.groups())) == 1, record

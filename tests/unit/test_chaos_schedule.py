@@ -1,5 +1,6 @@
 """The chaos fault schedule: drawn from the seed alone, every kind in every run, inside the
-active window, never fewer than two servers, the provider's faults after the payout tick."""
+active window, never fewer than two servers, the provider's faults after the payout tick
+(its commit faults right after the payout kill, the sender kill and provider-down later)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from simulation.chaos import (
+    _COMMIT_KINDS,
     _PROVIDER_KINDS,
     DEFAULT_RATE,
     MAX_SKEW_SECONDS,
@@ -53,9 +55,13 @@ def test_every_kind_comes_inside_the_active_window_and_two_servers_always_remain
     (payout,) = [f for f in schedule.faults if f.kind == ChaosKind.PAYOUT_KILL]
     (sender,) = [f for f in schedule.faults if f.kind == ChaosKind.SENDER_KILL]
     assert sender.at == payout.at + PAYOUT_RETRIED  # once the payout run's retry wrote the transfers
+    # The commit faults a second apart right after the payout kill (armed in turn before the
+    # payout's transfers are first sent); provider-down after the sender kill.
+    commits = [f for f in schedule.faults if f.kind in _COMMIT_KINDS]
+    assert commits and [f.at for f in commits] == [payout.at + timedelta(seconds=n) for n in range(1, len(commits) + 1)]
     for fault in schedule.faults:
         if fault.kind in (*_PROVIDER_KINDS, ChaosKind.SENDER_KILL):  # aimed at the provider and the sender
-            assert fault.server == 0 and fault.at >= sender.at
+            assert fault.server == 0 and (fault.kind in _COMMIT_KINDS or fault.at >= sender.at)
         elif fault.kind == ChaosKind.SERVER_JOIN:
             assert fault.server not in members
             members.add(fault.server)
