@@ -47,6 +47,7 @@ from simulation.runner import (
     SIMULATED_PROVIDER_TIMEOUT_SECONDS,
     TARGET_JOB,
     Simulation,
+    SimulationOutcome,
     SimulationPlan,
     _pid,
 )
@@ -359,6 +360,15 @@ class ChaosSimulation(Simulation):
         self.hit_runs: set[int] = set()  # runs a kill or a pause landed in
         self.commits: list[_ArmedCommit] = []  # commit faults armed at the provider, in turn
 
+    def run(self) -> SimulationOutcome:
+        """The run, then each record's story told while the provider still runs (a commit
+        fault's reads the provider's transfers; the sandbox stops after this returns)."""
+        outcome = super().run()
+        for record in outcome.faults:
+            if isinstance(record, ChaosRecord) and record.story_of is not None:
+                record.story_of = partial(str, record.story_of())
+        return outcome
+
     def _injections(self) -> Iterator[tuple[datetime, Callable[[], None]]]:
         instants = [self.plan.start + fault.at for fault in self.schedule.faults]
         for index, fault in enumerate(self.schedule.faults):
@@ -667,16 +677,18 @@ class ChaosSimulation(Simulation):
 
     def _provider_free(self, fault: ChaosFault) -> None:
         """Before a provider fault of another kind takes the provider: wait (until the quiet
-        end) for the commit faults armed before it to hit their requests, or at least for
-        the provider to have answered every transfer request it was sent, then settle them
+        end) for the commit faults armed before it to hit their requests (a transfer they
+        failed is sent again, so they wait only while one is unsent), then settle them
         (those left are disarmed)."""
         sandbox = self.provider
         if not self.commits or sandbox is None:
             return
 
         def free() -> bool:
-            state = sandbox.state()
-            return state["fault"] is None or (state["transfers"] > 0 and state["in_flight"] == 0)
+            if sandbox.state()["fault"] is None:
+                return True
+            close_old_connections()
+            return Transfer.objects.exists() and not _unsent_transfers()
 
         self._wait(free, until=self._quiet_from(fault.kind), real_limit=PIN_WAIT_SECONDS)
         self._settle_commits(final=sandbox.state()["fault"] is not None)
