@@ -3,7 +3,8 @@ PgBouncer in transaction mode (``--pooler``): the schedule it prints is the one 
 draws, every fault is recorded with what it hit and how the system recovered, and every
 invariant holds (exit 0), the provider's among them: the sandbox the run started holds
 exactly one transfer of the payout's net for every paid week, read here from its own state
-file, and every statement was written at least once. ``make chaos`` runs twenty longer
+file, and every statement was written at least once; in the two short seeds the
+provider's commit faults hit the payout's transfer requests. ``make chaos`` runs twenty longer
 seeds (docs/chaos.md)."""
 
 from __future__ import annotations
