@@ -424,13 +424,12 @@ def _record(reply: Reply, *, job_run_id: int | None, now: datetime) -> SendResul
             problem = transfer_problem(transfer=transfer, detail=reply.detail, run_id=job_run_id, state=status)
             problem_alert_now(problem=problem, now=now)
         return SendResult.HELD if held else SendResult.STOPPED
-    if reply.answer == Answer.RESEND:
+    if reply.answer == Answer.RESEND or reply.reopen:
+        # The key's window starts again: at once after a lookup that found nothing (RESEND),
+        # at the attempt's own next_attempt_at after a lookup that could not answer.
+        due_again = {"next_attempt_at": now} if reply.answer == Answer.RESEND else {}
         Transfer.objects.filter(id=transfer.id, status=TransferStatus.PENDING, attempts=transfer.attempts).update(
-            first_attempt_at=None, next_attempt_at=now, last_error=reply.detail[:ERROR_CHARS]
-        )
-    elif reply.reopen:
-        Transfer.objects.filter(id=transfer.id, status=TransferStatus.PENDING, attempts=transfer.attempts).update(
-            first_attempt_at=None, last_error=reply.detail[:ERROR_CHARS]
+            first_attempt_at=None, last_error=reply.detail[:ERROR_CHARS], **due_again
         )
     else:
         # Outcome unknown: it stays pending, due again at the next_attempt_at its attempt
