@@ -317,7 +317,7 @@ def report(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -
         command="python -m bench.peers.cancellations " + " ".join(sys.argv[1:]),
         project="Tiffin: order_place + delayed cancel-stale-order runs, manage.py worker",
         reference=", ".join(f"{LABELS[p]} ({HOW[p]})" for p in PEERS if p in results),
-        partial=vars(args) != vars(arguments(argument_parser(), [])),
+        partial=vars(args) != vars(base.arguments(argument_parser(), [])),
     )
     mine = ceiling(results["project"])
     for peer in PEERS:
@@ -347,7 +347,7 @@ def report(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -
 
 def main() -> int:
     parser = argument_parser()
-    args = arguments(parser)
+    args = base.arguments(parser)
     if args.placer:
         url, mode, out, start_at, tag = args.placer
         base.placer(url, mode, Path(out), float(start_at), args.rate, args.step_seconds, args.seed, tag,
@@ -380,13 +380,6 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rate", type=float, default=0.0, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     return parser
-
-
-def arguments(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.step_seconds = 10.0
-    return args
 
 
 if __name__ == "__main__":
