@@ -109,7 +109,7 @@ def pass_work_find(*, now: datetime, paused: set[str]) -> sql.PassWork:
     at 5 cron jobs they were about a third of a pass (bench/profile_scheduler.py)."""
     jobs = registry.all()
     shortest_timeout = min((job.timeout_seconds for job in jobs), default=0)
-    return sql.pass_work_find(
+    return sql.find_pass_work(
         started_before=now - timedelta(seconds=shortest_timeout),
         due_by=now,
         active=[job.name for job in jobs if job.name not in paused],
