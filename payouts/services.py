@@ -10,7 +10,7 @@
    token (a worker that lost its run is refused here, however long it slept), compute
    the finished weeks of the last few of each zone the batch uses (one cheap query and a
    little Python), and write every due payout of the batch with one INSERT ... SELECT
-   (``payouts.sql``), continuing each restaurant's contiguous ledger from its last
+   (``payouts.queries``), continuing each restaurant's contiguous ledger from its last
    payout's end. A restaurant whose ledger ends before those weeks (a long outage, a
    first catch-up) is not paid by it; the batch's restaurants the INSERT did not pay are
    then paid from the weeks that reach back to their ledgers' ends, a second INSERT.

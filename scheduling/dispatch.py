@@ -108,7 +108,7 @@ def pass_work_find(*, now: datetime, paused: set[str]) -> sql.PassWork:
     queries nearly always find nothing (docs/benchmark-history.md)."""
     jobs = registry.all()
     shortest_timeout = min((job.timeout_seconds for job in jobs), default=0)
-    return sql.pass_work_find(
+    return sql.find_pass_work(
         started_before=now - timedelta(seconds=shortest_timeout),
         due_by=now,
         active=[job.name for job in jobs if job.name not in paused],

@@ -15,7 +15,7 @@ generic plan of a prepared statement would scan job_runs instead (job_run_due ho
 column list and status list here against the models.
 
 PostgreSQL runs these; SQLite, which has no arrays and no data-modifying CTE, takes the
-portable versions in ``scheduling.sql`` (the two statements at the end are its own).
+portable versions in ``scheduling.sql``, or its own versions, in the last section.
 """
 
 # The claim: insert the runs (one array per column, element i of each is row i), skip every
@@ -102,6 +102,12 @@ SELECT id, job_name, subject, scheduled_for, due_at, status, trigger, attempts, 
        enqueued_at, started_at, heartbeat_at, finished_at, worker, skip_reason, error, result, overlap
 FROM enqueued
 ORDER BY due_at, id
+"""
+
+# The job of ``run_ids`` (runs of one job, as a task carries them): one row read by the
+# primary key; no row when none of them exists.
+JOB_OF_RUNS = """
+SELECT job_name FROM job_runs WHERE id = ANY(%(run_ids)s::bigint[]) LIMIT 1
 """
 
 # The start: those of ``run_ids`` still enqueued become running under ``fence``, one more
@@ -207,6 +213,42 @@ SELECT s.job_name, s.first_seen_at, s.paused,
 FROM job_schedules AS s
 """
 
+# What a pass's run queries would find, read without locks, in one statement, so a pass with
+# nothing to take (nearly every pass) opens none of their locking transactions. Rows: one
+# ('due', '', the earliest due_at of an ``active`` job's waiting delayed run or retry, as
+# FIRST_DUE_AT reads it, or NULL); a ('running', job, its oldest start) per job with a run
+# running since before ``started_before`` (job_run_running); and ('stale', '', NULL) if a
+# run of a ``declared`` job is enqueued since before ``enqueued_before``
+# (job_run_enqueued_by_job). The third column is a timestamp in the branches with a row (a
+# bare NULL there would be text).
+FIND_PASS_WORK = """
+SELECT 'due', '', (
+    SELECT due_at FROM job_runs
+    WHERE status IN ('scheduled', 'failed', 'abandoned') AND due_at IS NOT NULL
+      AND job_name = ANY(%(active)s::text[])
+    ORDER BY due_at LIMIT 1
+)
+UNION ALL
+SELECT 'running', job_name, MIN(started_at) FROM job_runs
+WHERE status = 'running' AND started_at < %(started_before)s
+GROUP BY job_name
+UNION ALL
+SELECT 'stale', '', NULL WHERE EXISTS (
+    SELECT 1 FROM job_runs
+    WHERE status = 'enqueued' AND enqueued_at < %(enqueued_before)s AND job_name = ANY(%(declared)s::text[])
+)
+"""
+
+# The earliest due_at of an ``active`` job's waiting delayed run or retry (no row: none), for
+# the loop's sleep after a pass that took due runs: the partial index job_run_due (due_at),
+# read forwards to the first such run.
+FIRST_DUE_AT = """
+SELECT due_at FROM job_runs
+WHERE status IN ('scheduled', 'failed', 'abandoned') AND due_at IS NOT NULL
+  AND job_name = ANY(%(active)s::text[])
+ORDER BY due_at LIMIT 1
+"""
+
 # --- SQLite's own ---------------------------------------------------------------------
 
 # The claim on SQLite, which has no arrays: the rows as one JSON array of objects, one
@@ -232,4 +274,37 @@ NEXT_FENCE_SQLITE = """
 INSERT INTO job_fence_counter (id, value) VALUES (1, 1)
 ON CONFLICT (id) DO UPDATE SET value = job_fence_counter.value + 1
 RETURNING value
+"""
+
+# FIND_PASS_WORK on SQLite, which has no arrays: the job names as JSON arrays.
+FIND_PASS_WORK_SQLITE = """
+SELECT 'due', '', (
+    SELECT due_at FROM job_runs
+    WHERE status IN ('scheduled', 'failed', 'abandoned') AND due_at IS NOT NULL
+      AND job_name IN (SELECT value FROM json_each(%(active)s))
+    ORDER BY due_at LIMIT 1
+)
+UNION ALL
+SELECT 'running', job_name, MIN(started_at) FROM job_runs
+WHERE status = 'running' AND started_at < %(started_before)s
+GROUP BY job_name
+UNION ALL
+SELECT 'stale', '', NULL WHERE EXISTS (
+    SELECT 1 FROM job_runs
+    WHERE status = 'enqueued' AND enqueued_at < %(enqueued_before)s
+      AND job_name IN (SELECT value FROM json_each(%(declared)s))
+)
+"""
+
+# FIRST_DUE_AT on SQLite: the job names as a JSON array.
+FIRST_DUE_AT_SQLITE = """
+SELECT due_at FROM job_runs
+WHERE status IN ('scheduled', 'failed', 'abandoned') AND due_at IS NOT NULL
+  AND job_name IN (SELECT value FROM json_each(%(active)s))
+ORDER BY due_at LIMIT 1
+"""
+
+# JOB_OF_RUNS on SQLite: the ids as a JSON array.
+JOB_OF_RUNS_SQLITE = """
+SELECT job_name FROM job_runs WHERE id IN (SELECT value FROM json_each(%(run_ids)s)) LIMIT 1
 """

@@ -26,11 +26,10 @@ from django.db.models import Q
 from scheduling import queries
 from scheduling.events import events_write
 from scheduling.models import DUE_STATUSES, FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
-from tiffin.db import adapt, execute, fetch, id_in, instance_created, instances_from_rows, jit_off
+from tiffin.db import adapt, execute, fetch, id_in, instance_created, instances_from_rows, int_array, jit_off
 
-# The due and final statuses as SQL literals, for the statements below that are still
-# built here (see scheduling.queries for why a partial index's statuses are never parameters).
-_DUE = "({})".format(", ".join(f"'{status}'" for status in DUE_STATUSES))
+# The final statuses as SQL literals, for the prune's statements, which are still built here
+# (see scheduling.queries for why a partial index's statuses are never parameters).
 _FINAL = "({})".format(", ".join(f"'{status}'" for status in FINAL_STATUSES))
 
 
@@ -159,8 +158,10 @@ def enqueue_due_runs(*, now: datetime, job_names: Sequence[str], limit: int) -> 
 def job_of_runs(run_ids: Sequence[int]) -> str | None:
     """The job of ``run_ids`` (runs of one job, as a task carries them), or None when none
     of them exists: one indexed read of one row."""
-    ids, params = id_in("id", run_ids)
-    rows = fetch(f"SELECT job_name FROM job_runs WHERE {ids} LIMIT 1", params)
+    if connection.vendor == "sqlite":
+        rows = fetch(queries.JOB_OF_RUNS_SQLITE, {"run_ids": json.dumps([int(i) for i in run_ids])})
+    else:
+        rows = fetch(queries.JOB_OF_RUNS, {"run_ids": int_array(run_ids)})
     return rows[0][0] if rows else None
 
 
@@ -322,7 +323,7 @@ class PassWork:
     first_due: datetime | None = None
 
 
-def pass_work_find(
+def find_pass_work(
     *,
     started_before: datetime,
     due_by: datetime,
@@ -330,8 +331,9 @@ def pass_work_find(
     enqueued_before: datetime,
     declared: Sequence[str],
 ) -> PassWork:
-    """Whether a pass has silent, due or stale runs to take, in one statement, so a pass
-    with none of them (nearly every pass) opens none of their locking transactions:
+    """Whether a pass has silent, due or stale runs to take, in one statement
+    (``queries.FIND_PASS_WORK``), so a pass with none of them (nearly every pass) opens
+    none of their locking transactions:
 
     1. the jobs with a running run started before ``started_before`` (partial index
        job_run_running (job_name, id));
@@ -343,17 +345,14 @@ def pass_work_find(
        (job_run_enqueued_by_job; under statistics taken with nothing enqueued, a scan of
        job_run_enqueued_by_id: every enqueued run).
     """
-    due_jobs, due_params = id_in("job_name", active)
-    stale_jobs, stale_params = id_in("job_name", declared)
-    rows = fetch(
-        # The third column a timestamp in every branch with a row (a bare NULL there is text).
-        f"SELECT 'due', '', ({_first_due_query(due_jobs)})"
-        " UNION ALL SELECT 'running', job_name, MIN(started_at) FROM job_runs WHERE status = 'running'"
-        " AND started_at < %s GROUP BY job_name"
-        " UNION ALL SELECT 'stale', '', NULL WHERE EXISTS (SELECT 1 FROM job_runs"
-        f" WHERE status = 'enqueued' AND enqueued_at < %s AND {stale_jobs})",
-        [*due_params, started_before, enqueued_before, *stale_params],
-    )
+    params = {
+        "active": _names(active),
+        "started_before": started_before,
+        "enqueued_before": enqueued_before,
+        "declared": _names(declared),
+    }
+    statement = queries.FIND_PASS_WORK_SQLITE if connection.vendor == "sqlite" else queries.FIND_PASS_WORK
+    rows = fetch(statement, params)
     running = frozenset(name for kind, name, _ in rows if kind == "running")
     first_due = _instant(next((at for kind, _, at in rows if kind == "due"), None))
     due = first_due is not None and first_due <= due_by
@@ -363,22 +362,18 @@ def pass_work_find(
 
 def first_due_at(*, active: Sequence[str]) -> datetime | None:
     """The earliest ``due_at`` of an ``active`` job's waiting delayed run or retry (None:
-    none), as ``pass_work_find`` reads it: for the loop's sleep after a pass that took
-    due runs. (As an ORM aggregate its statuses were parameters, and the generic plan of
-    the prepared statement could not use job_run_due: see ``_DUE``.)"""
+    none), as ``find_pass_work`` reads it: for the loop's sleep after a pass that took
+    due runs (``queries.FIRST_DUE_AT``)."""
     if not active:
         return None
-    due_jobs, params = id_in("job_name", active)
-    rows = fetch(_first_due_query(due_jobs), params)
+    statement = queries.FIRST_DUE_AT_SQLITE if connection.vendor == "sqlite" else queries.FIRST_DUE_AT
+    rows = fetch(statement, {"active": _names(active)})
     return _instant(rows[0][0]) if rows else None
 
 
-def _first_due_query(due_jobs: str) -> str:
-    # job_run_due (due_at) WHERE status IN (the due statuses), read forwards to the first row.
-    return (
-        f"SELECT due_at FROM job_runs WHERE status IN {_DUE} AND due_at IS NOT NULL AND {due_jobs} "
-        "ORDER BY due_at LIMIT 1"
-    )
+def _names(names: Sequence[str]) -> Any:
+    """A list of job names as one parameter: an array on PostgreSQL, JSON on SQLite."""
+    return json.dumps(list(names)) if connection.vendor == "sqlite" else list(names)
 
 
 # --- Retention (operations.retention) ------------------------------------------------------

@@ -1,6 +1,6 @@
 """The SQL of the statement outbox that the ORM would write row by row (PostgreSQL only).
 
-The payout pass writes a batch's payouts in one statement (payouts/sql.py); their
+The payout pass writes a batch's payouts in one statement (payouts/queries.py); their
 statements, rendered in Python (the body is a template), are written in one statement
 too, each column passed as one array, in the batch's transaction.
 """

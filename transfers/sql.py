@@ -1,6 +1,6 @@
 """The SQL of the transfer outbox that the ORM would write row by row (PostgreSQL only).
 
-The payout pass writes thousands of payouts in one statement (payouts/sql.py); their
+The payout pass writes thousands of payouts in one statement (payouts/queries.py); their
 transfers are written the same way, one statement for the batch, in the batch's
 transaction. "The payouts just written" are those of the batch's restaurants created at
 the pass's instant (``payout_created_at`` or ``payout_one_per_restaurant_week`` finds

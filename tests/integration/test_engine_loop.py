@@ -159,7 +159,7 @@ def generic_plans(work: Callable[[], object]) -> list[str]:
 
 
 # With the statuses as a parameter a generic plan cannot use job_run_due, and read
-# job_runs whole on every scheduler pass; they are literals (scheduling/sql.py _DUE).
+# job_runs whole on every scheduler pass; they are literals (scheduling/queries.py).
 
 
 @pytest.fixture

@@ -45,8 +45,24 @@ def test_every_claim_inserts_the_claim_rows_columns_in_their_order():
 
 
 def test_the_due_statuses_are_the_partial_index_ones():
-    (listed,) = re.findall(r"status IN \((.*?)\)", queries.ENQUEUE_DUE_RUNS)
-    assert [name.strip("'") for name in _names(listed)] == list(DUE_STATUSES)
+    due_reads = [queries.ENQUEUE_DUE_RUNS, queries.FIND_PASS_WORK, queries.FIRST_DUE_AT]
+    for statement in [*due_reads, queries.FIND_PASS_WORK_SQLITE, queries.FIRST_DUE_AT_SQLITE]:
+        (listed,) = re.findall(r"status IN \((.*?)\)", statement)
+        assert [name.strip("'") for name in _names(listed)] == list(DUE_STATUSES)
+
+
+def test_the_sqlite_pass_reads_are_the_postgresql_ones_but_for_the_job_name_lists():
+    def as_array(statement: str) -> str:
+        listed = re.sub(
+            r"job_name IN \(SELECT value FROM json_each\(%\((\w+)\)s\)\)", r"job_name = ANY(%(\1)s::text[])", statement
+        )
+        return " ".join(listed.split())
+
+    for postgresql, sqlite in [
+        (queries.FIND_PASS_WORK, queries.FIND_PASS_WORK_SQLITE),
+        (queries.FIRST_DUE_AT, queries.FIRST_DUE_AT_SQLITE),
+    ]:
+        assert as_array(sqlite) == " ".join(postgresql.split())
 
 
 def test_the_schedule_states_read_the_declared_columns_in_order():
