@@ -70,6 +70,8 @@ def test_the_web_answers_count_from_the_kill() -> None:
     web = WebAnswers(answers=answers)
     assert web.failures() == 1
     assert web.back_after(killed_at=1.5) == 2.5
+    assert web.back_after(killed_at=0.5) == 3.5  # the answer on its way at the kill had the old primary
+    assert WebAnswers(answers=[(1.0, "ok"), (2.0, "ok")]).back_after(killed_at=0.5) == 0.0  # never noticed
     assert web.down_after_back(killed_at=1.5) == 1
     assert WebAnswers(answers=answers[:3]).back_after(killed_at=1.5) is None
     assert web.story(killed_at=1.5) == "database down 1.0 s, failed: HTTP 500 1.0 s, ok 1.0 s, database down 0.0 s"
