@@ -114,7 +114,7 @@ def carts_delete_stale(
     3. Stop at a short batch.
 
     Id order, not oldest first: carts sit on disk about in id order, so a batch touches
-    a few adjacent pages instead of the whole table (BENCHMARKS.md, benchmark 2). The
+    a few adjacent pages instead of the whole table. The
     pass never goes back: a cart skipped while locked waits for the next night. One batch
     is one statement on PostgreSQL (``carts.sql``).
     """

@@ -15,9 +15,8 @@ Indexes: the primary key of ``carts_cart`` for the carts, ``carts_cartitem_cart_
 foreign key's) for the items. Both deletes also name the batch's id range (``BETWEEN``),
 which adds nothing to what they delete but gives the planner the range: without it
 PostgreSQL estimated a batch at a few percent of its table and hashed all of it, once per
-batch (a sequential scan of every item, half the clean-up's time at 100,000 carts;
-BENCHMARKS.md, benchmark 2); with it, a range scan of the index over the batch's carts,
-which sit together because batches go in id order.
+batch (docs/benchmark-history.md); with it, a range scan of the index over the batch's
+carts, which sit together because batches go in id order.
 """
 
 from __future__ import annotations
@@ -66,9 +65,8 @@ def stale_batch_delete(*, cutoff: datetime, after_id: int, batch_size: int) -> S
     """Pick up to ``batch_size`` carts untouched since before ``cutoff`` with ids above
     ``after_id``, delete those still untouched and their items; say what was done.
 
-    As three statements, each batch sent its 5,000 ids to PostgreSQL twice and read them
-    back twice: a sixth of the clean-up's time at 100,000 carts was the client's, mostly
-    psycopg writing the id arrays as text (BENCHMARKS.md, benchmark 2)."""
+    One statement, so the batch's ids never travel to the client and back
+    (docs/benchmark-history.md)."""
     params = {"cutoff": cutoff, "after_id": after_id, "batch_size": batch_size}
     if connection.vendor == "postgresql":
         last_id, picked, carts, items = fetch(STALE_BATCH_DELETE, params)[0]

@@ -6,7 +6,7 @@ and the ORM's ``Order.objects.create`` cannot be a CTE of another statement. The
 here writes what ``create`` writes: every concrete column but the id, each value prepared
 by its field as the ORM prepares it for a save (defaults included). It returns only the
 new id, and ``order_created`` builds the order from the values given, as ``create``
-returns it: reading every column back was a sixth of the client's CPU per order.
+returns it, rather than reading every column back.
 """
 
 from __future__ import annotations

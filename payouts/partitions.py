@@ -3,11 +3,10 @@ one partition a year.
 
 Why: the weekly run writes one payout per restaurant, and each goes into the unique
 index (restaurant_id, period_start) beside that restaurant's earlier payouts. In one
-table that is a leaf page per two or three restaurants after two years, read, written
-and, the first time after a checkpoint, logged whole: the run cost 1.2-1.4 x the same
-run with no history, growing for about five years (BENCHMARKS.md, benchmark 1). In a
-year's partition the week's rows share the pages of at most 52 weeks of history (a run
-after 52 weeks in one table cost 1.04 x one with none), however old the ledger is.
+table the run's cost grows with the ledger for years, as those pages are read, written
+and logged whole after each checkpoint (docs/benchmark-history.md). In a year's
+partition the week's rows share the pages of at most 52 weeks of history, however old
+the ledger is.
 A year, not a quarter or a month: every statement that cannot prune (the probes below)
 opens each partition, so their number should grow slowly.
 

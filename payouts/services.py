@@ -135,7 +135,7 @@ def payouts_pay_due(
     partitions_ensure(now=now)
     with transaction.atomic():
         # Each restaurant's paid_through probe names every partition of the ledger: costed
-        # past jit_above_cost, JIT compiled the lookup for longer than it ran (BENCHMARKS.md).
+        # past jit_above_cost, JIT compiled the lookup for longer than it ran (docs/benchmark-history.md).
         jit_off()
         ids = payout_restaurant_ids(restaurant_ids=restaurant_ids)
     batches = payout_batches(ids=ids, restricted=restaurant_ids is not None, size=size)

@@ -39,13 +39,12 @@ Indexes:
   the newest row of that index per restaurant, and the ON CONFLICT arbiter.
 - ``rate_change_one_per_instant`` (restaurant_id, effective_from): the rate probe.
 - the primary key of ``orders_restaurant`` for ``id BETWEEN first_id AND last_id`` (a
-  range, not a list of 2,500 ids, which cost a noticeable share of the batch to send and
-  plan; BENCHMARKS.md).
+  range, not a list of 2,500 ids to send and plan).
 
 On PostgreSQL each period sums its orders in a LATERAL subquery: one index-only range
 scan feeding a plain aggregate per period. SQLite has no LATERAL and joins every order
-to its period, then groups (on PostgreSQL that form first materialises all of a batch's
-orders into a hash aggregate, and was slower: BENCHMARKS.md, benchmark 1).
+to its period, then groups (on PostgreSQL that form materialises all of a batch's orders
+into a hash aggregate, which is slower).
 
 There is one SELECT per backend; the INSERT writes exactly what it returns, and returns
 the restaurant id of every row it wrote. Parameters
@@ -73,8 +72,7 @@ from tiffin.tz import TZDATA_VERSION
 # periods (ledger x weeks), then each period's rate, then its orders. The two OFFSET 0
 # keep PostgreSQL from flattening the subqueries: flattened, it re-ran the paid_through
 # probe in every expression that names it (seven per restaurant) and the rate lookup in
-# each of its three uses, which made a weekly run after two years of payouts 3.9 x the
-# run with none (bench/payouts.py); kept, each is computed once per row.
+# each of its three uses (docs/benchmark-history.md); kept, each is computed once per row.
 _DUE_POSTGRESQL = """
 SELECT p.restaurant_id, p.week_start_local, p.period_start, p.period_end,
        s.gross, ROUND(s.gross * p.rate, 2), s.gross - ROUND(s.gross * p.rate, 2), s.order_count,

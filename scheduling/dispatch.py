@@ -104,9 +104,8 @@ def pass_work_find(*, now: datetime, paused: set[str]) -> sql.PassWork:
     """Which of the run queries (steps 3 to 5) have anything to take, in one statement
     without locks. Each step's own query locks and re-checks its rows, so a run that
     turns silent, due or stale after this read is taken by the next pass, as one
-    arriving just after the step's own query always was. Before, the steps took two
-    locking transactions and three statements on every pass, nearly always for nothing:
-    at 5 cron jobs they were about a third of a pass (bench/profile_scheduler.py)."""
+    arriving just after the step's own query always was. Why: the steps' locking
+    queries nearly always find nothing (docs/benchmark-history.md)."""
     jobs = registry.all()
     shortest_timeout = min((job.timeout_seconds for job in jobs), default=0)
     return sql.pass_work_find(
@@ -357,8 +356,7 @@ def next_wakeup(*, now: datetime, report: TickReport | None = None) -> datetime:
     ``report``: the pass just made at ``now``. If it took no due run, its probe already
     read the next one (``TickReport.first_due``), so no query is made: a run created
     since (an order placed during the pass) is seen by the next pass, at the latest
-    after the poll cap, as one created just after this query always was. Before, this
-    query ran after every pass of the loop.
+    after the poll cap, as one created just after this query always was.
 
     A due run is not worth a pass of its own sooner than SCHEDULER_DUE_WINDOW_SECONDS
     after this one: under a stream of delayed runs (an order placed every few ms, each

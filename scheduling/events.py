@@ -60,8 +60,8 @@ def events_write(runs: Sequence[JobRun], *, kind: str, now: datetime, message: s
 def runs_log(runs: Sequence[JobRun], *, kind: str, now: datetime, message: str = "") -> None:
     """The log lines of a transition whose event rows were written already (a claim
     writes its events in the claim's own statement: ``sql.claim_runs``)."""
-    # Built only if someone reads it: a JSON line per run per transition was 4 % of a
-    # worker's CPU on a batch of 200 cancellations at LOG_LEVEL=WARNING (bench/profile_delayed.py).
+    # Built only if someone reads it: a JSON line per run per transition showed in the
+    # worker's profile at LOG_LEVEL=WARNING (docs/benchmark-history.md).
     if logger.isEnabledFor(logging.INFO):
         for run in runs:
             logger.info(_log_line(run, kind=kind, now=now, message=message))

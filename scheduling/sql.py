@@ -452,10 +452,9 @@ def _prunable(rule: PruneRule) -> tuple[str, list[Any]]:
 def prune_batch_begin() -> None:
     """Turn PostgreSQL's JIT off for the rest of this batch's transaction (SET LOCAL).
 
-    The planner costs a batch's statements by the whole prunable range (millions of rows,
-    each with the correlated cursor probe), far past ``jit_above_cost``, though the LIMIT
-    or the id array stops them after one batch, so JIT compiled each statement for far
-    longer than it ran (BENCHMARKS.md, benchmark 6). Nothing to do on SQLite.
+    The planner costs a batch's statements by the whole prunable range, far past
+    ``jit_above_cost``, though the LIMIT stops them after one batch, so JIT would compile
+    each for longer than it runs (docs/benchmark-history.md). Nothing to do on SQLite.
     """
     jit_off()
 

@@ -35,8 +35,7 @@ def adapt(value: Any) -> Any:
 def default_connection() -> BaseDatabaseWrapper:
     """Django's default connection itself, not the ``django.db.connection`` proxy, for a
     hot path that reads it many times: each attribute read through the proxy is a
-    thread-local lookup, and placing an order read it sixteen times (BENCHMARKS.md,
-    benchmark 3)."""
+    thread-local lookup."""
     return connections[DEFAULT_DB_ALIAS]
 
 
@@ -50,8 +49,8 @@ def fetch(sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
 
 def _returned_rows(cursor: Any) -> bool:
     """Whether the statement returned a result set (even an empty one). psycopg builds a
-    Column object per column for ``description``, about a sixth of the client's CPU for
-    the claim every order makes; its result's status says the same for nothing."""
+    Column object per column for ``description`` (on the claim every order makes); its
+    result's status says the same for nothing."""
     result = getattr(cursor, "pgresult", None)
     if result is not None:
         from psycopg.pq import ExecStatus
@@ -70,17 +69,16 @@ def execute(sql: str, params: Params = ()) -> int:
 def jit_off() -> None:
     """Turn PostgreSQL's JIT off for the rest of the caller's transaction (SET LOCAL; it
     must be in one). For statements the planner costs far past ``jit_above_cost`` though
-    they stop after a batch or probe an index per row: JIT compiled them for longer than
-    they ran, and for longer the more partitions they name (BENCHMARKS.md, benchmarks 1 and
-    6). Nothing to do on SQLite."""
+    they stop after a batch or probe an index per row: JIT would compile them for longer
+    than they run (docs/benchmark-history.md). Nothing to do on SQLite."""
     if connection.vendor == "postgresql":
         execute("SET LOCAL jit = off")
 
 
 def id_in(column: str, ids: Sequence[Any]) -> tuple[str, list[Any]]:
     """``column`` is one of ``ids`` (ids or names): one array parameter on PostgreSQL, a
-    list on SQLite (it has no arrays). A batch passes thousands of ids; as as many placeholders,
-    PostgreSQL spent about twice as long parsing and planning a delete as running it.
+    list on SQLite (it has no arrays): a batch passes thousands of ids, and as that many
+    placeholders PostgreSQL would spend longer parsing and planning than running.
     Integer ids go as one ``int_array`` literal."""
     return _id_in(column, ids, vendor=connection.vendor)
 
@@ -95,18 +93,17 @@ def _id_in(column: str, ids: Sequence[Any], *, vendor: str) -> tuple[str, list[A
 
 def int_array(values: Iterable[int | None]) -> str:
     """A PostgreSQL array literal of integers (None as NULL), ``{1,2,NULL}``, for a
-    ``%s::bigint[]`` parameter. psycopg dumps a Python list element by element, in Python:
-    a statement given 200 ids as a list cost 0.46 ms of client CPU, with this literal
-    0.22 ms (a batch of delayed runs passes three such arrays, BENCHMARKS.md, benchmark 3).
-    ``int()`` refuses anything but an integer, and the literal is a bound parameter."""
+    ``%s::bigint[]`` parameter, because psycopg dumps a Python list element by element, in
+    Python (docs/benchmark-history.md). ``int()`` refuses anything but an integer, and the
+    literal is a bound parameter."""
     return "{" + ",".join("NULL" if value is None else str(int(value)) for value in values) + "}"
 
 
 class AnyOf(Lookup):  # type: ignore[type-arg]  # (generic in the stubs only)
     """``AnyOf(F("id"), ids)`` in ``filter()``: the column is one of ``ids`` (integers),
     as ``id__in`` but as one array parameter on PostgreSQL. ``id__in`` prepares every id
-    through the field and writes a placeholder each, which psycopg then re-parses: 2.5 ms
-    of client CPU for 200 ids, where this costs 0.25 ms. The condition is ``id_in``'s."""
+    through the field and writes a placeholder each, which psycopg then re-parses
+    (docs/benchmark-history.md). The condition is ``id_in``'s."""
 
     lookup_name = "any_of"
     prepare_rhs = False

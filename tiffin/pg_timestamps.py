@@ -4,9 +4,8 @@ Django (5.2, psycopg 3) registers its own ``timestamptz`` loader on every connec
 Python subclass of psycopg's pure-Python ``TimestamptzLoader`` that parses the text and
 then replaces its tzinfo with the connection's zone. psycopg's compiled loader, which the
 ``psycopg[binary]`` package provides, is never used for a timestamp Django reads
-(Django ticket #36960, psycopg issue #1273). Parsing one value costs about 7 us of CPU
-that way against under 1 us compiled, and a worker reads six per delayed run it starts
-(BENCHMARKS.md, benchmark 3).
+(Django ticket #36960, psycopg issue #1273), and a worker reads six per delayed run it
+starts; the measured gain is in docs/benchmark-history.md.
 
 When the two loaders give the same value, ``install`` puts back the compiled one behind a
 subclass of Django's (which Django's own ``create_cursor`` compares by its ``timezone``):
@@ -16,10 +15,6 @@ subclass of Django's (which Django's own ``create_cursor`` compares by its ``tim
   ``datetime.timezone.utc``;
 - the session's ``TimeZone`` is UTC, which Django sets when it connects, so the compiled
   loader returns the same instant with that same ``datetime.timezone.utc``.
-
-Measured with and without it in one run (``python -m bench.profile_delayed --orders 2000``,
-four runs each, medians of client CPU per 1,000 orders): the worker's execute step 0.097 s
-with it, 0.162 s without (1.7x); the scheduler pass 0.040 s against 0.079 s.
 
 Each result set's loader checks the second condition again (a session that ran ``SET
 TIME ZONE`` falls back to Django's parsing); with either condition false, nothing changes.

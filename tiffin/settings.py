@@ -330,7 +330,7 @@ SCHEDULER_DEAD_RUN_RETENTION_DAYS = env_int("SCHEDULER_DEAD_RUN_RETENTION_DAYS",
 SCHEDULER_ALERT_RETENTION_DAYS = env_int("SCHEDULER_ALERT_RETENTION_DAYS", 30, minimum=1)
 SCHEDULER_NODE_RETENTION_DAYS = env_int("SCHEDULER_NODE_RETENTION_DAYS", 7, minimum=1)
 # Runs per prune transaction (with their events): short, so no lock is held for long
-# (batches of 2,000 missed the 100 ms goal on 10M runs: BENCHMARKS.md, benchmark 6).
+# (batches of 2,000 missed benchmark 6's 100 ms goal: docs/benchmark-history.md).
 SCHEDULER_PRUNE_BATCH_SIZE = env_int("SCHEDULER_PRUNE_BATCH_SIZE", 500, minimum=1)
 # The prune job rests this long after each batch, so back-to-back deletes do not crowd
 # out claims and order placements on a small machine (bench.history measures both).
