@@ -193,6 +193,7 @@ class Snapshot:
     tokens: list[int]
     orders: set[tuple[object, ...]]
     payout_tick: datetime  # the payout run's tick, run again on the new primary
+    transfers: tuple[int, int]  # (sent, written) at the kill
 
 
 @dataclass(frozen=True)
@@ -309,16 +310,24 @@ class Exercised:
 
 
 def exercise(
-    scenario: Scenario, *, fault: Callable[[], ScenarioDatabase], before_fault: Callable[[], None] | None = None
+    scenario: Scenario,
+    *,
+    fault: Callable[[], ScenarioDatabase],
+    before_fault: Callable[[], None] | None = None,
+    transfers_in_flight: bool = False,
 ) -> Exercised:
     """Run the app until RUNS_BEFORE probe runs succeeded, call ``before_fault`` (and wait
-    for RUNS_UNREPLICATED more), pay the week and wait for its transfers sent, read the old
+    for RUNS_UNREPLICATED more), pay the week and wait for its transfers sent (or, with
+    ``transfers_in_flight``, kill as soon as the payout run committed, while the fleet's
+    sender is sending them), read the old
     primary, apply ``fault`` (the kill; it returns the new primary's database), wait for a
     claim and RUNS_AFTER runs there, run the payout tick again and wait for the new
     ledger's transfers sent, and drain; the web process's /healthz is asked throughout."""
     clock = SimulatedTime.starting(START, speed=SPEED, lead=3.0)
     with web_probed(scenario, clock) as web:
-        return _exercise(scenario, clock, web, fault=fault, before_fault=before_fault)
+        return _exercise(
+            scenario, clock, web, fault=fault, before_fault=before_fault, transfers_in_flight=transfers_in_flight
+        )
 
 
 def _exercise(
@@ -328,6 +337,7 @@ def _exercise(
     *,
     fault: Callable[[], ScenarioDatabase],
     before_fault: Callable[[], None] | None,
+    transfers_in_flight: bool,
 ) -> Exercised:
     scenario.start_workers(clock, 1, q_workers=2)
     scenario.start_schedulers(clock, 1)
@@ -347,7 +357,8 @@ def _exercise(
         before_fault()
         _wait_probe_runs(scenario.db, done + RUNS_UNREPLICATED, timeout=120)
     _pay(scenario, clock, scheduled_for=None)
-    _wait_transfers_sent(scenario.db)
+    if not transfers_in_flight:
+        _wait_transfers_sent(scenario.db)
     [(payout_tick,)] = scenario.db.rows(
         "SELECT scheduled_for FROM job_runs WHERE job_name = %s ORDER BY id DESC LIMIT 1", [PAYOUTS_JOB]
     )
@@ -357,6 +368,7 @@ def _exercise(
         tokens=[row[0] for row in scenario.db.rows(TOKENS)],
         orders=set(scenario.db.rows(ORDERS)),
         payout_tick=payout_tick,
+        transfers=scenario.db.rows(TRANSFERS_SENT)[0],
     )
     killed_at = time.monotonic()
     killed_instant = clock.now()
@@ -463,8 +475,10 @@ def run_synchronous(log_dir: Path) -> ModeResult:
                 cluster.kill_postmaster(old)
                 return ScenarioDatabase(server=cluster.leader().server, name=DATABASE)
 
-            exercised = exercise(scenario, fault=kill_leader)
-            return measure("synchronous", "leader SIGKILL in the dinner rush", exercised, sandbox)
+            exercised = exercise(scenario, fault=kill_leader, transfers_in_flight=True)
+            sent, written = exercised.snapshot.transfers
+            faults = f"leader SIGKILL in the dinner rush, transfers in flight ({sent} of {written} sent)"
+            return measure("synchronous", faults, exercised, sandbox)
 
 
 def run_asynchronous(log_dir: Path) -> ModeResult:
