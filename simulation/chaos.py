@@ -20,8 +20,10 @@ a simulated deployment (``manage.py simulate --chaos SEED``).
 
 from __future__ import annotations
 
+import os
 import random
 import signal
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -34,11 +36,12 @@ from typing import Any
 import psycopg
 from django.conf import settings
 from django.db import close_old_connections, connection
-from django.db.models import QuerySet
+from django.db.models import Max, Min, QuerySet
 
 from payouts.models import PAYOUT_JOB
 from scheduling import cron
-from scheduling.models import JobRun, RunStatus, Trigger
+from scheduling.models import JobRun, JobRunEvent, RunStatus, Trigger
+from scheduling.sql import FENCE_COUNTER_BITS
 from simulation.probe_jobs import SETTLEMENT_TIMEOUT_SECONDS
 from simulation.provider_process import RunningSandbox
 from simulation.report import provider_client_for, run_story
@@ -93,6 +96,11 @@ class ChaosKind(StrEnum):
     PROVIDER_COMMIT_500 = "provider-commit-then-500"
     PROVIDER_DOWN = "provider-down"
     SENDER_KILL = "sender-kill-before-local-commit"
+    LEADER_KILL = "leader-kill"
+
+
+# Every run draws these; leader kills only when asked (``leader_kills``: a cluster is on).
+ALWAYS_DRAWN = tuple(kind for kind in ChaosKind if kind != ChaosKind.LEADER_KILL)
 
 
 # The provider's faults: drawn after the payout tick, when there are transfers to send.
@@ -111,6 +119,14 @@ PAYOUT_RETRIED = timedelta(minutes=12)
 COMMIT_WATCH = timedelta(seconds=5)
 # Real milliseconds a commit-then-timeout holds the connection: past the request's timeout.
 COMMIT_TIMEOUT_HOLD_MS = round(SIMULATED_PROVIDER_TIMEOUT_SECONDS * 2000)
+
+
+# Real seconds a leader kill waits for a writable primary on a new timeline (Patroni's loop
+# is 10 s, its TTL 30 s; a loaded machine adds to both).
+LEADER_WAIT_SECONDS = 180.0
+# The fencing tokens' epoch (scheduling.queries.NEXT_FENCE): the timeline of the current WAL.
+_TIMELINE = "SELECT ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint"
+_LAST_EVENT = "(SELECT coalesce(max(id), 0) FROM job_run_events)"
 
 
 # Injected even when the injector reaches them only in the quiet end: nothing to recover.
@@ -162,6 +178,8 @@ class ChaosFault:
             ChaosKind.PROVIDER_DOWN: f"the provider answers 503 to every request for {_hms(self.lasting)}",
             ChaosKind.SENDER_KILL: "slow the provider's answers to a send-transfers run, pin its local write, "
             f"SIGKILL its worker between the two, restart {_hms(self.lasting)} later",
+            ChaosKind.LEADER_KILL: "SIGKILL the database primary's postmaster; the cluster's manager promotes a "
+            "standby, and every process finds it through the multi-host URL",
         }[self.kind]
         return f"+{at} {self.kind}: {what}"
 
@@ -180,7 +198,8 @@ class ChaosSchedule:
 
     def by_kind(self) -> dict[str, int]:
         counts = Counter(str(fault.kind) for fault in self.faults)
-        return {str(kind): counts[kind] for kind in ChaosKind}
+        kinds = [*ALWAYS_DRAWN, *([ChaosKind.LEADER_KILL] if counts[ChaosKind.LEADER_KILL] else [])]
+        return {str(kind): counts[kind] for kind in kinds}
 
     def lines(self) -> list[str]:
         clocks = ", ".join(f"server {n} {skew:+.1f} s" for n, skew in enumerate(self.skews, start=1))
@@ -198,8 +217,12 @@ def chaos_schedule(
     servers: int,
     postgres: bool = True,
     rate: float = DEFAULT_RATE,
+    leader_kills: int = 0,
 ) -> ChaosSchedule:
-    """The fault schedule of ``seed`` (see the module doc, step 1)."""
+    """The fault schedule of ``seed`` (see the module doc, step 1). ``leader_kills``: that
+    many leader kills besides, at instants drawn from a generator of their own, so a seed's
+    other faults are the same with and without them (for a high-availability cluster:
+    ``simulate --chaos SEED --leader-kills N``)."""
     if not 0 < rate <= MAX_RATE:
         raise ValueError(f"give more than 0 and at most {MAX_RATE:g} faults per simulated hour, not {rate:g}")
     rng = random.Random(seed)
@@ -225,6 +248,10 @@ def chaos_schedule(
                 *((at, kind) for at, kind in timed if kind not in _COMMIT_KINDS),
                 *((payout + timedelta(seconds=n), kind) for n, kind in enumerate(commits, start=1)),
             ])  # fmt: skip
+    leader_rng = random.Random(f"{seed}-leader-kill")
+    span = (first.total_seconds(), last.total_seconds())
+    kills = [(timedelta(seconds=round(leader_rng.uniform(*span))), ChaosKind.LEADER_KILL) for _ in range(leader_kills)]
+    timed = sorted([*timed, *kills])
     members, joined = list(range(1, servers + 1)), servers
     faults = []
     for index, (at, kind) in enumerate(timed):
@@ -238,7 +265,7 @@ def chaos_schedule(
             members.append(joined)
             faults.append(ChaosFault(kind, at, joined, skew=_skew(rng)))
             continue
-        if kind in (*_PROVIDER_KINDS, ChaosKind.SENDER_KILL):  # aimed at the provider, or at the sender
+        if kind in (*_PROVIDER_KINDS, ChaosKind.SENDER_KILL, ChaosKind.LEADER_KILL):  # no server of the app
             faults.append(_fault(rng, kind, at, 0))
             continue
         server = rng.choice(members)
@@ -402,6 +429,7 @@ class ChaosSimulation(Simulation):
             ChaosKind.PROVIDER_COMMIT_500: self._provider_commit,
             ChaosKind.PROVIDER_DOWN: self._provider_down,
             ChaosKind.SENDER_KILL: self._sender_kill,
+            ChaosKind.LEADER_KILL: self._leader_kill,
         }[fault.kind]
         self._record(inject(fault))
 
@@ -756,6 +784,33 @@ class ChaosSimulation(Simulation):
         record = self._hit(fault, victim, run, f"SIGKILL with {held - recorded} answers received and not recorded")
         return record
 
+    def _leader_kill(self, fault: ChaosFault) -> ChaosRecord:
+        """SIGKILL the primary's postmaster (found from its data directory's postmaster.pid:
+        the cluster runs on this machine), then wait, with no other query of the injector's
+        meanwhile, until a writable primary answers on a new timeline. Its story: whether the
+        tokens went up across it (``_fences_across``)."""
+        with _own_connection() as conn:
+            data_directory, timeline = _one(conn, f"SELECT current_setting('data_directory'), ({_TIMELINE})")
+        postmaster = int((Path(data_directory) / "postmaster.pid").read_text().split()[0])
+        killed, began = self.clock.now(), time.monotonic()
+        os.kill(postmaster, signal.SIGKILL)
+        connection.close()  # Django's connection went with it
+        found: list[int] = []  # the new timeline, and the last event there when it took writes
+
+        def promoted() -> bool:
+            try:
+                with _own_connection() as conn:
+                    found[:] = [int(value) for value in _one(conn, f"SELECT ({_TIMELINE}), {_LAST_EVENT}")]
+            except psycopg.Error:
+                return False
+            return bool(found[0] != timeline)
+
+        wait_for(promoted, timeout=LEADER_WAIT_SECONDS, interval=0.2, what="a writable primary on a new timeline")
+        hit = f"SIGKILL; a primary on timeline {found[0]} took writes {time.monotonic() - began:.1f} s later"
+        record = ChaosRecord(fault, killed, f"the primary (timeline {timeline}, postmaster {postmaster})", hit)
+        record.story_of = partial(_fences_across, int(timeline), found[0], found[1])
+        return record
+
     def _restart_unless_gone(self, process: Process) -> None:
         if int(process.name.rsplit("-", 1)[1]) in self.gone or process.alive():
             return
@@ -816,15 +871,42 @@ def _claims_while_down(down: datetime, up: datetime) -> str:
 
 
 def _own_connection() -> psycopg.Connection[tuple[Any, ...]]:
-    """A connection of the injector's own (not Django's), for a lock held across polls."""
+    """A connection of the injector's own (not Django's), for a lock held across polls; to
+    the writable one of several hosts, as Django's (``target_session_attrs``)."""
     db = settings.DATABASES["default"]
+    attrs = {key: value for key, value in db["OPTIONS"].items() if key == "target_session_attrs"}
     return psycopg.connect(
         host=db["HOST"] or "127.0.0.1",
-        port=int(db["PORT"] or 5432),
+        port=str(db["PORT"] or 5432),
         user=db["USER"],
         password=db["PASSWORD"] or None,
         dbname=db["NAME"],
         application_name="chaos-injector",
+        **attrs,
+    )
+
+
+def _one(conn: psycopg.Connection[tuple[Any, ...]], query: str) -> tuple[Any, ...]:
+    row = conn.execute(query).fetchone()
+    if row is None:
+        raise RuntimeError(f"no row from {query}")
+    return row
+
+
+def _fences_across(old: int, new: int, last_event: int) -> str:
+    """The fencing tokens across a promotion from timeline ``old`` to ``new``: every token
+    of the new epoch above every token of the old, and none of an older epoch taken after
+    the new primary took writes (``started`` events past ``last_event``; a run's later
+    events carry the token it started with)."""
+    tokens = JobRunEvent.objects.filter(kind="started", fence__isnull=False)  # where a token is taken
+    new_epoch = new << FENCE_COUNTER_BITS
+    highest_old = tokens.filter(fence__lt=(old + 1) << FENCE_COUNTER_BITS).aggregate(m=Max("fence"))["m"]
+    lowest_new = tokens.filter(fence__gte=new_epoch).aggregate(m=Min("fence"))["m"]
+    stale = tokens.filter(id__gt=last_event, fence__lt=new_epoch).count()
+    went_up = (highest_old is None or lowest_new is None or highest_old < lowest_new) and not stale
+    return (
+        f"tokens {'went up' if went_up else 'did NOT go up'} across it: the old epoch's highest "
+        f"{highest_old}, the new epoch's lowest {lowest_new}; {stale} of an older epoch after the promotion"
     )
 
 

@@ -42,6 +42,7 @@ _SHORT = {
     "provider-commit-then-500": "pv-500",
     "provider-down": "pv-down",
     "sender-kill-before-local-commit": "sender",
+    "leader-kill": "leader",
 }
 
 
@@ -54,7 +55,7 @@ class SeedResult:
     problems: list[str] = field(default_factory=list)
 
     def row(self) -> str:
-        counts = "".join(f"{self.by_kind.get(kind, 0):>7}" for kind in _SHORT)
+        counts = "".join(f"{self.by_kind.get(kind, 0):>8}" for kind in _SHORT)
         held = "yes" if self.ok else f"NO ({len(self.problems)})"
         return f"{self.seed:>6}{counts}  {held:<12}{self.seconds:>7.0f} s"
 
@@ -167,7 +168,7 @@ def _table(options: argparse.Namespace) -> int:
         f"chaos: {seeds} seeds x {options.duration} at {options.speed}x, {options.servers} servers, "
         f"{options.chaos_rate} faults per simulated hour{build}; pooler {pooler}"
     )
-    print(f"{'seed':>6}" + "".join(f"{name:>7}" for name in _SHORT.values()) + f"  {'invariants':<12}{'real':>9}")
+    print(f"{'seed':>6}" + "".join(f"{name:>8}" for name in _SHORT.values()) + f"  {'invariants':<12}{'real':>9}")
     results = []
     for seed in options.seed_list:
         result = run_seed(options, seed)
@@ -180,7 +181,7 @@ def _summary(options: argparse.Namespace, results: list[SeedResult]) -> int:
     total: Counter[str] = Counter()
     for result in results:
         total.update(result.by_kind)
-    print(f"{'total':>6}" + "".join(f"{total[kind]:>7}" for kind in _SHORT))
+    print(f"{'total':>6}" + "".join(f"{total[kind]:>8}" for kind in _SHORT))
     failed = [result for result in results if not result.ok]
     pooler = " behind PgBouncer" if options.pooler else ""
     print(f"every invariant held in {len(results) - len(failed)} of {len(results)} seeds{pooler}")

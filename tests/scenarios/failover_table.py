@@ -26,11 +26,17 @@ had that the new one lost, and made again for the same tick: harmless in the dat
 where the first one is gone too; a payment sent outside would be sent twice without the
 provider's idempotency key), tokens repeated (tokens taken on the new primary that are
 not above every token the old one handed out), transfers doubled at provider (transfers
-the provider holds beyond one per restaurant-week, counted from its own list), recovery
-(the kill to the first claim made on the new primary, real seconds).
+the provider holds beyond one per restaurant-week, counted from its own list), orders lost
+(orders the old primary had that the new one does not: each went with its cancellation
+run, in the same transaction), orders late (see ``ORDERS_NOTE``), recovery (the kill to the
+first claim made on the new primary, real seconds).
 
-Exits 1 if the synchronous mode lost a claim or ran a tick twice, or if either mode
-repeated a token or doubled a transfer at the provider; 2 when a mode could not run
+The dinner rush runs across the kill: ``manage.py simulate_orders`` places orders at the
+dinner-rush scenario's rate and answers most of them; its requests during the outage fail
+as a web request would.
+
+Exits 1 if the synchronous mode lost a claim, an order or ran a tick twice, or if either
+mode repeated a token, doubled a transfer at the provider or left an order late; 2 when a mode could not run
 (binaries missing). Every process it starts (clusters, etcd, the app, the provider
 sandbox) is stopped by process group however it ends.
 """
@@ -43,18 +49,35 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from simulation.provider_process import RunningSandbox, running_sandbox
-from support.processes import PROJECT_DIR, Fleet, SimulatedTime, sigterm_exits, wait_for
-from tests.scenarios.harness import PROCESS_ENVIRONMENT, PostgresServer, Scenario, ScenarioDatabase
+from support.ports import free_port
+from support.processes import (
+    PROJECT_DIR,
+    Fleet,
+    SimulatedTime,
+    sigterm_exits,
+    stop_group,
+    wait_for,
+    wait_while_progressing,
+)
+from tests.scenarios.harness import (
+    PROCESS_ENVIRONMENT,
+    STALL_SECONDS,
+    PostgresServer,
+    Scenario,
+    ScenarioDatabase,
+)
 
 DATABASE = "tiffin_failover_table"
 START = datetime(2027, 3, 9, 10, 0, tzinfo=UTC)  # a Tuesday: no payout tick in the window
@@ -69,7 +92,42 @@ TOKENS = "SELECT fence FROM job_run_events WHERE kind = 'started' AND fence IS N
 RESTAURANTS = 3  # seeded, with one week of orders each, connected to the provider
 PROVIDER_KEY = "sk_test_failover_table"
 PAYOUTS_JOB = "weekly-payouts"
+# Orders a simulated minute, across the kill: a real second at 60x, beside the jobs' own
+# minute ticks, on the cluster's members, the provider and gunicorn; the dinner-rush
+# scenario's 20 saturate a loaded two-core machine, and a saturated one measures the machine.
+ORDERS_PER_MINUTE = 6
+ORDER_TIMEOUT_SECONDS = 600  # ORDER_ACCEPT_TIMEOUT_SECONDS
+ORDERS = "SELECT restaurant_id, customer_ref, placed_at FROM orders_order WHERE customer_ref LIKE 'rush-%%'"
+# How late the rush's cancellations came before the kill (simulated seconds past the
+# deadline): the machine's own lateness at this speed. Twice that (at least
+# LATENESS_FLOOR_SECONDS) is allowed beyond the outage: after it, the outage's backlog
+# is taken in a burst.
+LATENESS_BEFORE = (
+    "SELECT coalesce(max(extract(epoch FROM o.cancelled_at - (o.placed_at + %(timeout)s))), 0) FROM orders_order o "
+    "WHERE o.customer_ref LIKE 'rush-%%' AND o.status = 'cancelled' AND o.placed_at + %(timeout)s < %(killed)s"
+)
+LATENESS_FLOOR_SECONDS = 120.0  # two simulated minutes: about two scheduler passes at 60x
+# An order is late when it is still placed past its deadline at the end, or when it was
+# cancelled later than the allowance past its deadline, or past the new primary's first
+# claim if that came after the deadline: the failover may delay an order by the outage.
+ORDERS_LATE = (
+    "SELECT count(*) FROM orders_order o WHERE o.customer_ref LIKE 'rush-%%' AND ("
+    "(o.status = 'placed' AND o.placed_at + %(timeout)s < %(end)s) OR (o.status = 'cancelled' "
+    "AND o.cancelled_at > greatest(o.placed_at + %(timeout)s, %(recovered)s) + %(bound)s))"
+)
+RUSH_CANCELLED_BEFORE = 5  # the kill waits for this many of the rush's orders cancelled
+ORDERS_MOST_LATE = (  # simulated seconds past the deadline, of the latest cancellation
+    "SELECT coalesce(max(extract(epoch FROM o.cancelled_at - (o.placed_at + %s))), 0) FROM orders_order o "
+    "WHERE o.customer_ref LIKE 'rush-%%' AND o.status = 'cancelled'"
+)
 TRANSFERS_SENT = "SELECT count(*) FILTER (WHERE status = 'sent'), count(*) FROM transfers_transfer"
+
+
+ORDERS_NOTE = (
+    "orders late: still placed past the deadline, or cancelled after the first safety-net run that started "
+    "after the deadline had finished; 'latest' is the latest cancellation's simulated minutes past its "
+    "deadline (an order due during the outage waits for the new primary)"
+)
 
 
 @dataclass(frozen=True)
@@ -82,6 +140,13 @@ class ModeResult:
     charges_made_again: int
     tokens_repeated: int
     transfers_doubled: int
+    orders_lost: int
+    orders_late: int
+    most_late_minutes: float  # simulated minutes past the deadline, of the latest cancellation
+    late_bound_minutes: float  # the lateness allowed beyond the outage: the worst before the kill
+    web_failures: int  # /healthz answers that were not a 200 or a 503 with its report (or none)
+    web_back_seconds: float  # the kill to /healthz's first "database": "ok" on the new primary
+    web_down_after_back: int  # answers without the database after that first "ok"
     recovery_seconds: float
 
     def problems(self) -> list[str]:
@@ -89,25 +154,33 @@ class ModeResult:
         token repeated in either mode."""
         found = [f"{self.tokens_repeated} tokens repeated"] if self.tokens_repeated else []
         found += [f"{self.transfers_doubled} transfers doubled at provider"] if self.transfers_doubled else []
+        found += [f"{self.orders_late} orders late"] if self.orders_late else []
+        found += [f"{self.web_failures} web requests failed"] if self.web_failures else []
+        found += [f"{self.web_down_after_back} web answers lost the database again"] if self.web_down_after_back else []
         if self.mode == "synchronous":
             found += [f"{self.claims_lost} claims lost"] if self.claims_lost else []
             found += [f"{self.ticks_run_twice} ticks run twice"] if self.ticks_run_twice else []
             found += [f"{self.ticks_run_again} lost ticks run again"] if self.ticks_run_again else []
             found += [f"{self.charges_made_again} charges made again"] if self.charges_made_again else []
+            found += [f"{self.orders_lost} orders lost"] if self.orders_lost else []
         return found
 
     def row(self) -> str:
         return (
             f"| {self.mode} | {self.faults} | {self.claims_lost} | {self.ticks_run_again} | {self.ticks_run_twice} "
             f"| {self.charges_made_again} | {self.tokens_repeated} | {self.transfers_doubled} "
+            f"| {self.orders_lost} | {self.orders_late} (latest {self.most_late_minutes:.0f} min past, "
+            f"{self.late_bound_minutes:.0f} min allowed beyond the outage) "
+            f"| {self.web_failures} failed, back in {self.web_back_seconds:.1f} s, "
+            f"{self.web_down_after_back} down after "
             f"| {self.recovery_seconds:.1f} s |"
         )
 
 
 HEADER = (
     "| mode | faults | claims lost | lost ticks run again | ticks run twice | charges lost and made again "
-    "| tokens repeated | transfers doubled at provider | recovery |\n"
-    "|---|---|---|---|---|---|---|---|---|"
+    "| tokens repeated | transfers doubled at provider | orders lost | orders late | web (/healthz) | recovery |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -118,27 +191,174 @@ class Snapshot:
     claims: set[tuple[object, ...]]
     charges: set[tuple[object, ...]]
     tokens: list[int]
+    orders: set[tuple[object, ...]]
     payout_tick: datetime  # the payout run's tick, run again on the new primary
+    transfers: tuple[int, int]  # (sent, written) at the kill
+
+
+@dataclass(frozen=True)
+class WebAnswers:
+    """What /healthz answered across the failover: (real monotonic time it was asked, "ok" |
+    "database down" | "failed: why") every POLL_SECONDS."""
+
+    answers: list[tuple[float, str]]
+
+    def failures(self) -> int:
+        return sum(1 for _, answer in self.answers if answer.startswith("failed"))
+
+    def back_after(self, killed_at: float) -> float | None:
+        """Real seconds from the kill to the first answer with the database after the web
+        noticed the outage (its first other answer; a request on its way at the kill may
+        still find the old primary); 0.0 if it never noticed, None if it never came back."""
+        after = [(at, answer) for at, answer in self.answers if at > killed_at]
+        noticed = next((i for i, (_, answer) in enumerate(after) if answer != "ok"), None)
+        if noticed is None:
+            return 0.0 if after else None
+        return next((at - killed_at for at, answer in after[noticed:] if answer == "ok"), None)
+
+    def story(self, killed_at: float) -> str:
+        """The answers from the kill on, runs of the same one with how long each lasted:
+        "database down 4.9 s, ok 31.0 s"."""
+        after = [(at, answer) for at, answer in self.answers if at > killed_at]
+        runs: list[tuple[str, float, float]] = []  # answer, first asked, last asked
+        for at, answer in after:
+            if runs and runs[-1][0] == answer:
+                runs[-1] = (answer, runs[-1][1], at)
+            else:
+                runs.append((answer, at, at))
+        spans = [
+            (answer, (runs[i + 1][1] if i + 1 < len(runs) else last) - first)
+            for i, (answer, first, last) in enumerate(runs)
+        ]
+        return ", ".join(f"{answer} {seconds:.1f} s" for answer, seconds in spans) or "no answer"
+
+    def down_after_back(self, killed_at: float) -> int:
+        back = self.back_after(killed_at)
+        if back is None:
+            return 0
+        return sum(1 for at, answer in self.answers if at > killed_at + back and answer != "ok")
+
+
+POLL_SECONDS = 0.25
+
+
+@contextmanager
+def web_probed(scenario: Scenario, clock: SimulatedTime) -> Iterator[WebAnswers]:
+    """gunicorn (deploy/gunicorn.conf.py, two workers) on the fleet's database, and a thread
+    asking its /healthz every POLL_SECONDS; both stopped however the block ends. A 200 or a
+    503 with its report is an answer; anything else (a 500, a refused connection, no answer
+    within WEB_TIMEOUT_SECONDS) is a failure."""
+    port = free_port()
+    argv = [sys.executable, "-m", "gunicorn", "tiffin.wsgi", "--config", "deploy/gunicorn.conf.py"]
+    argv += ["--workers", "2", "--bind", f"127.0.0.1:{port}"]
+    environment = {**scenario.fleet.environment, **clock.environment(), "WEB_THREADS": "1"}
+    with (scenario.fleet.log_dir / "web.log").open("wb") as log:
+        popen = subprocess.Popen(
+            argv, env=environment, cwd=PROJECT_DIR, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{port}/healthz"
+    answers = WebAnswers(answers=[])
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(POLL_SECONDS):
+            asked = time.monotonic()
+            answers.answers.append((asked, _healthz(url)))
+
+    poller = threading.Thread(target=poll, name="healthz", daemon=True)
+    try:
+        wait_for(lambda: _healthz(url) == "ok", timeout=120, interval=0.2, what="gunicorn answering /healthz")
+        poller.start()
+        yield answers
+    finally:
+        stop.set()
+        if poller.is_alive():
+            poller.join()
+        stop_group(popen, grace=10)
+
+
+WEB_TIMEOUT_SECONDS = 10.0
+
+
+def _healthz(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=WEB_TIMEOUT_SECONDS) as response:
+            body = response.read()
+    except urllib.error.HTTPError as error:  # before OSError, of which it is one
+        if error.code != 503:
+            return f"failed: HTTP {error.code}"
+        body = error.read()
+    except OSError as error:  # refused, reset, timed out
+        return f"failed: {error}"
+    try:
+        database = json.loads(body)["database"]
+    except (ValueError, KeyError, TypeError):
+        return "failed: not /healthz's report"
+    return "ok" if database == "ok" else "database down"
+
+
+@dataclass(frozen=True)
+class Exercised:
+    snapshot: Snapshot
+    new_db: ScenarioDatabase
+    recovery: float  # real seconds from the kill to the first claim on the new primary
+    killed_at: float  # time.monotonic() at the kill
+    killed: datetime  # the fleet's clock at the kill
+    recovered: datetime  # the first claim on the new primary (the fleet's clock)
+    end: datetime  # the fleet's clock when everything settled
+    web: WebAnswers
 
 
 def exercise(
-    scenario: Scenario, *, fault: Callable[[], ScenarioDatabase], before_fault: Callable[[], None] | None = None
-) -> tuple[Snapshot, ScenarioDatabase, float, datetime]:
+    scenario: Scenario,
+    *,
+    fault: Callable[[], ScenarioDatabase],
+    before_fault: Callable[[], None] | None = None,
+    transfers_in_flight: bool = False,
+) -> Exercised:
     """Run the app until RUNS_BEFORE probe runs succeeded, call ``before_fault`` (and wait
-    for RUNS_UNREPLICATED more), pay the week and wait for its transfers sent, read the old
+    for RUNS_UNREPLICATED more), pay the week and wait for its transfers sent (or, with
+    ``transfers_in_flight``, kill as soon as the payout run committed, while the fleet's
+    sender is sending them), read the old
     primary, apply ``fault`` (the kill; it returns the new primary's database), wait for a
     claim and RUNS_AFTER runs there, run the payout tick again and wait for the new
-    ledger's transfers sent, and drain. The snapshot, the new database, the recovery
-    seconds and the kill's instant."""
+    ledger's transfers sent, and drain; the web process's /healthz is asked throughout."""
     clock = SimulatedTime.starting(START, speed=SPEED, lead=3.0)
+    with web_probed(scenario, clock) as web:
+        return _exercise(
+            scenario, clock, web, fault=fault, before_fault=before_fault, transfers_in_flight=transfers_in_flight
+        )
+
+
+def _exercise(
+    scenario: Scenario,
+    clock: SimulatedTime,
+    web: WebAnswers,
+    *,
+    fault: Callable[[], ScenarioDatabase],
+    before_fault: Callable[[], None] | None,
+    transfers_in_flight: bool,
+) -> Exercised:
     scenario.start_workers(clock, 1, q_workers=2)
     scenario.start_schedulers(clock, 1)
+    # The dinner rush, across the kill: orders placed and answered (each order and its
+    # delayed cancellation commit together); what nobody answers in time is cancelled.
+    rush = ["simulate_orders", "--per-minute", str(ORDERS_PER_MINUTE), "--minutes", "1440"]
+    scenario.fleet.start("orders", rush, env=clock.environment())
     done = _wait_probe_runs(scenario.db, RUNS_BEFORE, timeout=180)
+    cancelled = "SELECT count(*) FROM orders_order WHERE customer_ref LIKE 'rush-%%' AND status = 'cancelled'"
+    wait_for(
+        lambda: scenario.db.scalar(cancelled) >= RUSH_CANCELLED_BEFORE,
+        timeout=180,
+        interval=0.2,
+        what=f"{RUSH_CANCELLED_BEFORE} of the rush's orders cancelled (the lateness before the kill)",
+    )
     if before_fault is not None:
         before_fault()
         _wait_probe_runs(scenario.db, done + RUNS_UNREPLICATED, timeout=120)
     _pay(scenario, clock, scheduled_for=None)
-    _wait_transfers_sent(scenario.db)
+    if not transfers_in_flight:
+        _wait_transfers_sent(scenario.db)
     [(payout_tick,)] = scenario.db.rows(
         "SELECT scheduled_for FROM job_runs WHERE job_name = %s ORDER BY id DESC LIMIT 1", [PAYOUTS_JOB]
     )
@@ -146,7 +366,9 @@ def exercise(
         claims=set(scenario.db.rows(CLAIMS)),
         charges=set(scenario.db.rows(CHARGES)),
         tokens=[row[0] for row in scenario.db.rows(TOKENS)],
+        orders=set(scenario.db.rows(ORDERS)),
         payout_tick=payout_tick,
+        transfers=scenario.db.rows(TRANSFERS_SENT)[0],
     )
     killed_at = time.monotonic()
     killed_instant = clock.now()
@@ -159,6 +381,7 @@ def exercise(
         what="a claim on the new primary",
     )
     recovery = time.monotonic() - killed_at
+    [(recovered,)] = new_db.rows("SELECT min(created_at) FROM job_runs WHERE created_at > %s", [killed_instant])
     started_after = (
         "SELECT count(*) FROM job_runs r WHERE r.job_name = %s AND r.status = 'succeeded' AND r.started_at > %s"
     )
@@ -170,22 +393,34 @@ def exercise(
     )
     _pay(scenario, clock, scheduled_for=snapshot.payout_tick)  # the catch-up
     _wait_transfers_sent(new_db)
+    scenario.stop("orders")
+    # The rush's last deadlines are up to ORDER_TIMEOUT_SECONDS ahead: wait while orders are
+    # cancelled and runs finish (stopping the schedulers would leave due runs unclaimed).
+    left = (
+        "SELECT (SELECT count(*) FROM orders_order WHERE customer_ref LIKE 'rush-%%' AND status = 'placed') + "
+        "(SELECT count(*) FROM job_runs WHERE job_name = 'cancel-stale-order' "
+        "AND status IN ('scheduled', 'enqueued', 'running'))"
+    )
+    stall = STALL_SECONDS + ORDER_TIMEOUT_SECONDS / SPEED
+    wait_while_progressing(lambda: int(new_db.scalar(left)), stall=stall, what="the rush's cancellations")
     scenario.stop("scheduler")
     unfinished = "SELECT count(*) FROM job_runs WHERE status IN ('enqueued', 'running')"
     wait_for(lambda: new_db.scalar(unfinished) == 0, timeout=240, interval=0.2, what="runs finishing")
     scenario.stop("worker")
-    return snapshot, new_db, recovery, killed_instant
+    return Exercised(
+        snapshot=snapshot,
+        new_db=new_db,
+        recovery=recovery,
+        killed_at=killed_at,
+        killed=killed_instant,
+        recovered=recovered,
+        end=clock.now(),
+        web=web,
+    )
 
 
-def measure(
-    mode: str,
-    faults: str,
-    snapshot: Snapshot,
-    new_db: ScenarioDatabase,
-    recovery: float,
-    killed: datetime,
-    sandbox: RunningSandbox,
-) -> ModeResult:
+def measure(mode: str, faults: str, exercised: Exercised, sandbox: RunningSandbox) -> ModeResult:
+    snapshot, new_db, killed = exercised.snapshot, exercised.new_db, exercised.killed
     claims_now = set(new_db.rows(CLAIMS))
     lost = snapshot.claims - claims_now
     ticks_now = {claim[:3] for claim in claims_now}
@@ -196,6 +431,13 @@ def measure(
     charges_lost = snapshot.charges - charges_now
     new_tokens = [row[0] for row in new_db.rows(TOKENS + " AND at > %s", [killed])]
     highest_old = max(snapshot.tokens, default=0)
+    timeout = timedelta(seconds=ORDER_TIMEOUT_SECONDS)
+    [(before,)] = new_db.rows(LATENESS_BEFORE, {"timeout": timeout, "killed": killed})
+    bound = timedelta(seconds=max(2 * float(before), LATENESS_FLOOR_SECONDS))
+    print(f"{mode}: /healthz after the kill: {exercised.web.story(exercised.killed_at)}", file=sys.stderr)
+    late = {"timeout": timeout, "end": exercised.end, "recovered": exercised.recovered, "bound": bound}
+    [(orders_late,)] = new_db.rows(ORDERS_LATE, late)
+    [(most_late,)] = new_db.rows(ORDERS_MOST_LATE, [timeout])
     return ModeResult(
         mode=mode,
         faults=faults,
@@ -205,7 +447,14 @@ def measure(
         charges_made_again=sum(1 for job_name, tick, _ in charges_lost if (job_name, tick) in charges),
         tokens_repeated=sum(1 for token in new_tokens if token <= highest_old),
         transfers_doubled=sum(count - 1 for count in _provider_transfers_per_group(sandbox).values()),
-        recovery_seconds=recovery,
+        orders_lost=len(snapshot.orders - set(new_db.rows(ORDERS))),
+        orders_late=int(orders_late),
+        most_late_minutes=float(most_late) / 60,
+        late_bound_minutes=bound.total_seconds() / 60,
+        web_failures=exercised.web.failures(),
+        web_back_seconds=exercised.web.back_after(exercised.killed_at) or float("nan"),
+        web_down_after_back=exercised.web.down_after_back(exercised.killed_at),
+        recovery_seconds=exercised.recovery,
     )
 
 
@@ -226,8 +475,10 @@ def run_synchronous(log_dir: Path) -> ModeResult:
                 cluster.kill_postmaster(old)
                 return ScenarioDatabase(server=cluster.leader().server, name=DATABASE)
 
-            snapshot, new_db, recovery, killed = exercise(scenario, fault=kill_leader)
-            return measure("synchronous", "leader SIGKILL", snapshot, new_db, recovery, killed, sandbox)
+            exercised = exercise(scenario, fault=kill_leader, transfers_in_flight=True)
+            sent, written = exercised.snapshot.transfers
+            faults = f"leader SIGKILL in the dinner rush, transfers in flight ({sent} of {written} sent)"
+            return measure("synchronous", faults, exercised, sandbox)
 
 
 def run_asynchronous(log_dir: Path) -> ModeResult:
@@ -248,16 +499,13 @@ def run_asynchronous(log_dir: Path) -> ModeResult:
                 standby.promote()
                 return ScenarioDatabase(server=standby.server, name=DATABASE)
 
-            snapshot, new_db, recovery, killed = exercise(
+            exercised = exercise(
                 scenario, fault=crash_and_promote, before_fault=lambda: pause_wal_sender(primary.server)
             )
             return measure(
                 "asynchronous",
-                "WAL sender paused, primary crash, promote",
-                snapshot,
-                new_db,
-                recovery,
-                killed,
+                "WAL sender paused, primary crash in the dinner rush, promote",
+                exercised,
                 sandbox,
             )
 
@@ -395,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{mode}: cannot run: {error}", file=sys.stderr)
                     return 2
                 raise
-    print("orders late: not measured (no order traffic)")
+    print(ORDERS_NOTE)
     print(HEADER)
     for result in results:
         print(result.row())

@@ -11,6 +11,7 @@ import pytest
 from simulation.chaos import (
     _COMMIT_KINDS,
     _PROVIDER_KINDS,
+    ALWAYS_DRAWN,
     DEFAULT_RATE,
     MAX_SKEW_SECONDS,
     PAYOUT_RETRIED,
@@ -43,7 +44,7 @@ def test_it_draws_the_same_schedule_from_the_same_seed_and_another_from_another(
 @pytest.mark.parametrize("seed", range(40))
 def test_every_kind_comes_inside_the_active_window_and_two_servers_always_remain(seed: int) -> None:
     schedule = _draw(seed)
-    assert {fault.kind for fault in schedule.faults} == set(ChaosKind)
+    assert {fault.kind for fault in schedule.faults} == set(ALWAYS_DRAWN)
     provider_side = (*_PROVIDER_KINDS, ChaosKind.SENDER_KILL)
     assert all(
         HOURS * QUIET_START <= f.at <= HOURS * (1 - QUIET_END) for f in schedule.faults if f.kind not in provider_side
@@ -77,7 +78,7 @@ def test_every_kind_comes_inside_the_active_window_and_two_servers_always_remain
 @pytest.mark.parametrize("seed", range(40))
 def test_the_fault_count_scales_with_the_duration_and_an_hour_gets_one_of_every_kind(seed: int) -> None:
     hour = _draw(seed, duration=timedelta(hours=1))
-    drawn = [kind for kind in ChaosKind if kind not in (ChaosKind.PAYOUT_KILL, ChaosKind.SENDER_KILL)]
+    drawn = [kind for kind in ALWAYS_DRAWN if kind not in (ChaosKind.PAYOUT_KILL, ChaosKind.SENDER_KILL)]
     assert all(hour.by_kind()[kind] >= 1 for kind in drawn), hour.by_kind()
     assert len(hour.faults) == 16 + 2  # the default rate, and the payout and sender kills
     half_day = _draw(seed, duration=timedelta(hours=12))
@@ -114,3 +115,15 @@ def test_the_table_names_every_kind_and_reads_seed_lists() -> None:
     assert parse_seeds("1-3,7") == [1, 2, 3, 7]
     with pytest.raises(ValueError):
         parse_seeds("a-b")
+
+
+@pytest.mark.parametrize("seed", [1, 2, 7319])
+def test_leader_kills_come_on_top_of_the_same_schedule_inside_the_active_window(seed: int) -> None:
+    plain = _draw(seed)
+    with_kills = chaos_schedule(seed=seed, start=START, duration=HOURS, servers=3, leader_kills=2)
+    kills = [fault for fault in with_kills.faults if fault.kind == ChaosKind.LEADER_KILL]
+    assert len(kills) == 2
+    assert [fault for fault in with_kills.faults if fault.kind != ChaosKind.LEADER_KILL] == list(plain.faults)
+    assert all(HOURS * QUIET_START <= fault.at <= HOURS * (1 - QUIET_END) for fault in kills)
+    assert with_kills.skews == plain.skews
+    assert ChaosKind.LEADER_KILL not in {fault.kind for fault in plain.faults}

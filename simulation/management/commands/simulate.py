@@ -118,6 +118,14 @@ class Command(TiffinCommand):
             f"(default {DEFAULT_RATE:g}: two of each in an hour)",
         )
         parser.add_argument(
+            "--leader-kills",
+            type=int,
+            default=0,
+            metavar="N",
+            help="with --chaos on a high-availability PostgreSQL cluster on this machine (a multi-host DATABASE_URL, "
+            "Patroni promoting a standby): N more faults that SIGKILL the primary's postmaster (default 0)",
+        )
+        parser.add_argument(
             "--fault-job",
             default=TARGET_JOB,
             metavar="JOB",
@@ -264,14 +272,16 @@ def _plan(options: dict[str, Any]) -> SimulationPlan:
 
 def _chaos(options: dict[str, Any], plan: SimulationPlan) -> ChaosSchedule | None:
     if options["chaos"] is None:
-        if options["chaos_rate"] != DEFAULT_RATE:
-            raise CommandError("--chaos-rate goes with --chaos SEED")
+        if options["chaos_rate"] != DEFAULT_RATE or options["leader_kills"]:
+            raise CommandError("--chaos-rate and --leader-kills go with --chaos SEED")
         return None
     if plan.faults or plan.skew:
         raise CommandError("--chaos draws its own faults and clock skews: leave out the fault options and --skew")
     if plan.servers < 2:
         raise CommandError("--chaos needs at least 2 servers (its faults take servers down)")
     postgres = connection.vendor == "postgresql"
+    if options["leader_kills"] < 0 or (options["leader_kills"] and not postgres):
+        raise CommandError(f"--leader-kills {options['leader_kills']}: give 0 or more, on PostgreSQL")
     try:
         return chaos_schedule(
             seed=options["chaos"],
@@ -280,6 +290,7 @@ def _chaos(options: dict[str, Any], plan: SimulationPlan) -> ChaosSchedule | Non
             servers=plan.servers,
             postgres=postgres,
             rate=options["chaos_rate"],
+            leader_kills=options["leader_kills"],
         )
     except ValueError as error:
         raise CommandError(f"--chaos-rate {options['chaos_rate']:g}: {error}") from None
