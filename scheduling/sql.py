@@ -26,7 +26,7 @@ from django.db.models import Q
 from scheduling import queries
 from scheduling.events import events_write
 from scheduling.models import DUE_STATUSES, FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
-from tiffin.db import adapt, execute, fetch, id_in, instance_created, instances_from_rows, jit_off
+from tiffin.db import adapt, execute, fetch, fetch_instances, id_in, instance_created, jit_off
 
 # The due and final statuses as SQL literals, for the statements below that are still
 # built here (see scheduling.queries for why a partial index's statuses are never parameters).
@@ -68,14 +68,14 @@ def claim_runs(rows: Sequence[ClaimRow]) -> list[JobRun]:
     if connection.vendor == "sqlite":
         return _claim_runs_sqlite(rows)
     columns = {column: [getattr(row, column) for row in rows] for column in CLAIM_COLUMNS}
-    return instances_from_rows(JobRun, fetch(queries.CLAIM_RUNS, columns))
+    return fetch_instances(JobRun, queries.CLAIM_RUNS, columns)
 
 
 def _claim_runs_sqlite(rows: Sequence[ClaimRow]) -> list[JobRun]:
     """``claim_runs`` on SQLite: the claim (``queries.CLAIM_RUNS_SQLITE``), the rows as one
     JSON array, each datetime as Django stores it there; then the events through the ORM."""
     claims = [{column: adapt(getattr(row, column)) for column in CLAIM_COLUMNS} for row in rows]
-    runs = instances_from_rows(JobRun, fetch(queries.CLAIM_RUNS_SQLITE, {"rows": json.dumps(claims)}))
+    runs = fetch_instances(JobRun, queries.CLAIM_RUNS_SQLITE, {"rows": json.dumps(claims)})
     JobRunEvent.objects.bulk_create(
         [JobRunEvent(run_id=run.id, at=run.created_at, kind=claim_event_kind(run), attempt=run.attempts,
                      fence=run.fence, worker=run.worker) for run in runs]
@@ -153,7 +153,7 @@ def enqueue_due_runs(*, now: datetime, job_names: Sequence[str], limit: int) -> 
         events_write(runs, kind="enqueued", now=now)
         return runs
     params = {"now": now, "job_names": list(job_names), "limit": limit}
-    return instances_from_rows(JobRun, fetch(queries.ENQUEUE_DUE_RUNS, params))
+    return fetch_instances(JobRun, queries.ENQUEUE_DUE_RUNS, params)
 
 
 def job_of_runs(run_ids: Sequence[int]) -> str | None:
@@ -181,7 +181,7 @@ def start_runs(*, run_ids: Sequence[int], fence: int, now: datetime, worker: str
         events_write(started, kind="started", now=now)
         return started
     params = {"run_ids": list(run_ids), "fence": fence, "now": now, "worker": worker}
-    return instances_from_rows(JobRun, fetch(queries.START_RUNS, params))
+    return fetch_instances(JobRun, queries.START_RUNS, params)
 
 
 def succeed_runs(runs: Sequence[JobRun], *, now: datetime, result: Any) -> set[int]:
