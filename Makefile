@@ -8,6 +8,8 @@ STAMP := $(VENV)/.installed
 # The test suite's PostgreSQL; pytest-django creates and drops test_<name> itself.
 PG_URL ?= $(if $(DATABASE_URL),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/tiffin)
 SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
+# Drop and create the database of the postgres:// URL $(1), for a recipe that starts from an empty one.
+database_fresh = psql "$(dir $(1))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(1)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(1))'
 
 .PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare compare-keys bench bench-large bench-history bench-peers compare-peers bench-replication soak chaos up browser-deps prometheus-deps failover-deps failover test-failover clean
 
@@ -129,7 +131,7 @@ COMPARE_URL ?= postgres://postgres@127.0.0.1:5432/tiffin_compare
 COMPARE_START := 2027-03-07T20:00:00Z
 compare: $(STAMP) scenario-deps ## Every server, one special server, a Redis lock, an advisory lock and the claim through the same faults: one table (a few minutes)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
-	psql "$(dir $(COMPARE_URL))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(COMPARE_URL)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(COMPARE_URL))'
+	$(call database_fresh,$(COMPARE_URL))
 	DATABASE_URL=$(COMPARE_URL) $(PY) manage.py migrate --noinput --verbosity 0
 	DATABASE_URL=$(COMPARE_URL) LOG_LEVEL=WARNING exec $(PY) manage.py simulate --compare --reset \
 	  --start $(COMPARE_START) --duration 30m --speed 120 --servers 3 --log-dir db/compare-logs
@@ -137,7 +139,7 @@ compare: $(STAMP) scenario-deps ## Every server, one special server, a Redis loc
 COMPARE_KEYS_URL ?= postgres://postgres@127.0.0.1:5432/tiffin_compare_keys
 compare-keys: $(STAMP) ## No key, a uuid4 per attempt, the fence as the key and Tiffin's outbox, through the same provider faults: one table (about a minute)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
-	psql "$(dir $(COMPARE_KEYS_URL))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(COMPARE_KEYS_URL)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(COMPARE_KEYS_URL))'
+	$(call database_fresh,$(COMPARE_KEYS_URL))
 	DATABASE_URL=$(COMPARE_KEYS_URL) $(PY) manage.py migrate --noinput --verbosity 0
 	DATABASE_URL=$(COMPARE_KEYS_URL) LOG_LEVEL=ERROR exec $(PY) manage.py compare_keys --restaurants 3 --weeks 2
 
@@ -245,7 +247,7 @@ COMPARE_PEERS_ARGS ?=
 compare-peers: export DEBUG ?= 1
 compare-peers: $(PEERS_STAMP) scenario-deps ## The alternatives table with celery beat, redbeat, django-q2 and procrastinate beside the claim, in .venv-peers (~17 min)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
-	psql "$(dir $(COMPARE_PEERS_URL))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(COMPARE_PEERS_URL)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(COMPARE_PEERS_URL))'
+	$(call database_fresh,$(COMPARE_PEERS_URL))
 	DATABASE_URL=$(COMPARE_PEERS_URL) DJANGO_SETTINGS_MODULE=bench.peers.alternatives_settings LOG_LEVEL=WARNING \
 	  $(PEERS_VENV)/bin/python manage.py migrate --noinput --verbosity 0
 	DATABASE_URL=$(COMPARE_PEERS_URL) LOG_LEVEL=WARNING exec $(PEERS_VENV)/bin/python -m bench.peers.alternatives \
@@ -263,7 +265,7 @@ SOAK_URL ?= postgres://postgres@127.0.0.1:5432/tiffin_soak
 SOAK_DAYS ?= 30
 soak: $(STAMP) ## Weeks of traffic and every job with retention at 3 days: row counts per day, invariants (slow; docs/history.md)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
-	psql "$(dir $(SOAK_URL))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(SOAK_URL)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(SOAK_URL))'
+	$(call database_fresh,$(SOAK_URL))
 	DATABASE_URL=$(SOAK_URL) exec $(PY) -m bench.soak --reset --days $(SOAK_DAYS)
 
 # A database of its own, dropped and created afresh; every seed re-seeds it.
@@ -276,7 +278,7 @@ CHAOS_ARGS ?=
 chaos: export DEBUG ?= 1
 chaos: $(STAMP) ## simulate --chaos for seeds 1-20 (an hour each at 60x): faults and invariants per seed (~40 min; docs/chaos.md)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
-	psql "$(dir $(CHAOS_URL))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(CHAOS_URL)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(CHAOS_URL))'
+	$(call database_fresh,$(CHAOS_URL))
 	DATABASE_URL=$(CHAOS_URL) $(PY) manage.py migrate --noinput --verbosity 0
 	DATABASE_URL=$(CHAOS_URL) exec $(PY) -m simulation.chaos_table --seeds $(CHAOS_SEEDS) --duration $(CHAOS_DURATION) --speed $(CHAOS_SPEED) $(CHAOS_ARGS)
 

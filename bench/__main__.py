@@ -16,8 +16,9 @@ import argparse
 import sys
 import time
 
-from bench.common import PYTHON, ROOT, fmt, run, stop_on_sigterm
+from bench.common import PYTHON, ROOT, fmt
 from bench.markdown import markdown_write
+from support.processes import guarded_run, sigterm_exits
 
 # Name -> the module and its arguments; cheapest first, so a broken setup shows up early.
 BENCHMARKS = {
@@ -47,7 +48,6 @@ def main() -> int:
     parser.add_argument("--markdown-only", action="store_true", help="only rewrite docs/benchmark-tables.md")
     parser.add_argument("--large", action="store_true", help=f"run {', '.join(LARGE)} (the curves' largest sizes)")
     args = parser.parse_args()
-    stop_on_sigterm()
     known = {**BENCHMARKS, **LARGE, **ALONE}
     unknown = sorted(set(args.names) - set(known))
     if unknown:
@@ -56,7 +56,8 @@ def main() -> int:
         markdown_write()
         return 0
     names = args.names or list(LARGE if args.large else BENCHMARKS)
-    outcomes = [(name, *_run(known[name])) for name in names]
+    with sigterm_exits():  # SIGTERM stops the running benchmark through guarded_run's finally
+        outcomes = [(name, *_run(known[name])) for name in names]
     markdown_write()
     print("\n== summary ==")
     for name, code, seconds in outcomes:
@@ -69,7 +70,7 @@ def _run(command: list[str]) -> tuple[int, float]:
     module, *args = command
     print(f"\n--- python -m bench.{module} {' '.join(args)}", flush=True)
     started = time.monotonic()
-    code = run([PYTHON, "-m", f"bench.{module}", *args], cwd=ROOT)
+    code = guarded_run([PYTHON, "-m", f"bench.{module}", *args], cwd=ROOT)
     return code, time.monotonic() - started
 
 

@@ -14,7 +14,6 @@ import json
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,10 +29,16 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg import sql as pgsql
 
-from bench.guardian import GRACE_SECONDS
 from support import databases
 from support.pgbouncer import Upstream, pgbouncer_accepts, pgbouncer_binary, pgbouncer_prepare
-from support.processes import descendants, group_members, proc_stat, stop_group
+from support.processes import (
+    GUARD_GRACE_SECONDS,
+    cpu_seconds,
+    guarded_run,
+    guarded_start,
+    guarded_stop,
+    sigterm_exits,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -90,7 +95,7 @@ def server_started_at() -> Any:
 
 def manage(*args: str, url: str, **env: str) -> None:
     """Run ``manage.py <args>`` against ``url`` and fail loudly if it fails."""
-    code = run([PYTHON, "manage.py", *args], cwd=ROOT, env=child_env(url, **env))
+    code = guarded_run([PYTHON, "manage.py", *args], cwd=ROOT, env=child_env(url, **env))
     if code:
         raise SystemExit(f"manage.py {' '.join(args)} failed with exit code {code}")
 
@@ -166,69 +171,9 @@ def bulk_load(url: str, table: str, statements: Sequence[tuple[str, Sequence[Any
 
 
 # --- Processes --------------------------------------------------------------------------
-
-
-_GUARDIAN: list[subprocess.Popen[bytes]] = []
-
-
-def _guardian() -> subprocess.Popen[bytes]:
-    """This process's guardian (``bench.guardian``), started on first use: it stops every
-    group registered with it once this process is gone, however it went."""
-    if not _GUARDIAN or _GUARDIAN[0].poll() is not None:
-        _GUARDIAN[:] = [
-            subprocess.Popen(
-                [PYTHON, "-m", "bench.guardian"],
-                cwd=ROOT,
-                env={**os.environ, "PYTHONPATH": str(ROOT)},
-                stdin=subprocess.PIPE,
-                start_new_session=True,
-            )
-        ]
-    return _GUARDIAN[0]
-
-
-def _guardian_tell(line: str) -> None:
-    stdin = _guardian().stdin
-    assert stdin is not None
-    stdin.write(f"{line}\n".encode())
-    stdin.flush()
-
-
-def guard(pgid: int, *, release: bool = False) -> None:
-    """Register with the guardian a process group this process started without ``spawn``
-    (a throwaway PostgreSQL's postmaster), or ``release`` it once stopped: if this process
-    dies without running its ``finally`` blocks, the guardian stops the group."""
-    _guardian_tell(f"{'-' if release else '+'}{pgid}")
-
-
-def spawn(args: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
-    """Start a benchmark child leading a process group of its own, registered with the
-    guardian, so it and everything it forks stop with the benchmark (``group_stop``)."""
-    process = subprocess.Popen(list(args), start_new_session=True, **popen)
-    _guardian_tell(f"+{process.pid}")
-    return process
-
-
-def group_stop(process: subprocess.Popen[bytes], timeout: float = GRACE_SECONDS) -> int:
-    """Stop ``process`` and its whole group: SIGTERM (the worker stops its cluster
-    cleanly), SIGKILL to whatever is left after ``timeout``; wait for all of it."""
-    stop_group(process, grace=timeout)
-    left = group_members(process.pid)
-    if left:
-        raise RuntimeError(f"processes {left} of group {process.pid} outlived SIGKILL")
-    _guardian_tell(f"-{process.pid}")
-    return process.returncode
-
-
-def run(args: Sequence[str], **popen: Any) -> int:
-    """``subprocess.run(args, check=False)`` for a benchmark child: its own group, stopped
-    with it if this process is interrupted. Returns the exit code."""
-    process = spawn(args, **popen)
-    try:
-        process.wait()
-    finally:
-        group_stop(process)
-    return process.returncode
+# Every child is guarded (support.processes: guarded_run, guarded_start): it leads a
+# process group of its own, and the guardian stops that group if this process dies
+# without stopping it.
 
 
 @dataclass
@@ -239,54 +184,38 @@ class Child:
     popen: subprocess.Popen[bytes]
     log: Path
 
-    def stop(self, timeout: float = GRACE_SECONDS) -> int:
-        """Stop the child and every process of its group (see ``group_stop``)."""
-        return group_stop(self.popen, timeout)
+    def stop(self, timeout: float = GUARD_GRACE_SECONDS) -> int:
+        """Stop the child and every process of its group (``guarded_stop``)."""
+        return guarded_stop(self.popen, grace=timeout)
 
     def cpu_seconds(self) -> float:
-        """CPU time (user + system) of this process and every descendant, alive or reaped.
-
-        Unlike wall-clock figures it hardly moves when other work shares the machine, so it
-        compares the cost of two designs even on a busy host. Read it before ``stop``.
-        """
-        return sum(_cpu(pid) for pid in [self.popen.pid, *descendants(self.popen.pid)])
+        """CPU time of the child and everything it forked (``cpu_seconds``); read it before ``stop``."""
+        return cpu_seconds(self.popen.pid)
 
     def tail(self, lines: int = 30) -> str:
         text = self.log.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
 
 
-def _cpu(pid: int) -> float:
-    """utime + stime + cutime + cstime of ``pid`` in seconds (0 if it is gone)."""
-    fields = proc_stat(pid)
-    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK") if fields else 0.0
-
-
 def child_start(name: str, args: Sequence[str], *, env: dict[str, str], logs: Path) -> Child:
     log = logs / f"{name}.log"
     with log.open("wb") as out:
-        popen = spawn(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        popen = guarded_start(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     return Child(name=name, popen=popen, log=log)
-
-
-def stop_on_sigterm() -> None:
-    """Make SIGTERM (``group_stop`` of a parent) a SystemExit, so ``finally`` blocks stop
-    this process's children before it goes; the guardian covers SIGKILL."""
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 @contextmanager
 def children(bench: str) -> Iterator[tuple[list[Child], Path]]:
-    """A list to start children into; all still running are stopped on the way out."""
+    """A list to start children into; all still running are stopped on the way out, a
+    SIGTERM to this process included (``sigterm_exits``); the guardian covers SIGKILL."""
     logs = Path(tempfile.mkdtemp(prefix=f"tiffin-bench-{bench}-"))
     started: list[Child] = []
-    stop_on_sigterm()
-    try:
-        yield started, logs
-    finally:
-        for child in started:
-            child.stop()
+    with sigterm_exits():
+        try:
+            yield started, logs
+        finally:
+            for child in started:
+                child.stop()
 
 
 # Server connections the benchmark's PgBouncer keeps per database: more than its

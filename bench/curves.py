@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common import PYTHON, RESULTS, ROOT, Row, child_env, fmt, run
+from bench.common import PYTHON, RESULTS, ROOT, Row, child_env, fmt
+from support.processes import guarded_run
 
 PLOTS = ROOT / "docs" / "bench"
 RATIO_GOAL = 1.2
@@ -57,7 +58,7 @@ def points_measure(module: str, sizes: Sequence[int], args: Sequence[str], url: 
         out = workdir / f"{size}.json"
         command = [PYTHON, "-m", f"bench.{module}", "--size", str(size), "--point", str(out), *args]
         print(f"--- {' '.join(command[1:])}", flush=True)
-        code = run(command, cwd=ROOT, env=child_env(url) if url else None)
+        code = guarded_run(command, cwd=ROOT, env=child_env(url) if url else None)
         if code != 0 or not out.exists():
             raise SystemExit(f"bench.{module} at size {size} failed (exit code {code})")
         points.append(Point(**json.loads(out.read_text())))

@@ -35,7 +35,7 @@ production (the scenarios' clusters run with them off):
    to it (``held_through``: on a loaded machine a step can hold after one that did not).
 
 Every process (the two servers, the worker, the placers) is stopped by process group
-however the run ends; the guardian (``bench.guardian``) stops the servers too if this
+however the run ends; the guardian (``support.guardian``) stops the servers too if this
 process is SIGKILLed (their temporary directories then stay behind in /tmp).
 
     python -m bench.replication_cost [--commits 300] [--blocks 10]
@@ -70,13 +70,11 @@ from bench.common import (
     children,
     django_setup,
     fmt,
-    guard,
     manage,
     percentile,
-    run,
-    stop_on_sigterm,
 )
-from support.processes import wait_for
+from support import databases
+from support.processes import guard, guarded_run, sigterm_exits, wait_for
 
 NAME = "replication_cost"
 DATABASE = "tiffin_bench_replication_cost"
@@ -282,7 +280,7 @@ def latency_measure(work: Path, server: str, args: argparse.Namespace) -> dict[s
     out = work / "latency.json"
     command = [PYTHON, "-m", "bench.replication_cost", "--latency", url, str(out)]
     command += ["--commits", str(args.commits), "--blocks", str(args.blocks)]
-    if run(command, cwd=ROOT, env=child_env(url)):
+    if guarded_run(command, cwd=ROOT, env=child_env(url)):
         raise SystemExit("the latency measurement failed")
     measured: dict[str, Any] = json.loads(out.read_text())
     return measured
@@ -295,7 +293,7 @@ def ceiling_measure(work: Path, server: str, args: argparse.Namespace) -> dict[s
     command += ["--rates", ",".join(f"{rate:g}" for rate in args.rates), "--step-seconds", f"{args.step_seconds:g}"]
     command += ["--drain", f"{args.drain:g}"]
     env = {**os.environ, "BENCH_POSTGRES_URL": server, "PYTHONPATH": str(ROOT)}
-    if run(command, cwd=ROOT, env=env):
+    if guarded_run(command, cwd=ROOT, env=env):
         raise SystemExit("the cancellation side failed")
     measured: dict[str, Any] = json.loads(out.read_text())
     return measured
@@ -307,7 +305,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     with tempfile.TemporaryDirectory(prefix="tiffin-bench-replication-") as work, cluster() as server:
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {DATABASE}")
+            databases.database_create(conn, DATABASE)
         manage("migrate", "--noinput", "--verbosity", "0", "--skip-checks", url=f"{server}/{DATABASE}")
         with psycopg.connect(f"{server}/{DATABASE}", autocommit=True) as conn:
             conn.execute(COMMIT_TABLE)
@@ -431,9 +429,10 @@ def main() -> int:
     if args.ceiling:
         ceiling_child(Path(args.ceiling), args)
         return 0
-    stop_on_sigterm()  # SIGTERM runs the finally blocks that stop the servers
     partial = vars(args) != vars(parser.parse_args([]))
-    return report(args, measure(args), partial).finish()
+    with sigterm_exits():  # SIGTERM runs the finally blocks that stop the servers
+        measured = measure(args)
+    return report(args, measured, partial).finish()
 
 
 def argument_parser() -> argparse.ArgumentParser:

@@ -37,8 +37,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from bench.common import PYTHON, ROOT, Report, Row, child_env, database_create, django_setup, official_run, run
+from bench.common import PYTHON, ROOT, Report, Row, child_env, database_create, django_setup, official_run
 from simulation.provider_process import RunningSandbox, running_sandbox
+from support.processes import guarded_run
 
 NAME = "transfers"
 GOAL = 0.9
@@ -126,7 +127,7 @@ def project_send(url: str, sandbox: RunningSandbox, *, concurrency: int) -> dict
         tick = (first_tick + timedelta(minutes=runs)).isoformat()
         started = time.perf_counter()
         cpu_before = _children_cpu()
-        code = run(
+        code = guarded_run(
             [PYTHON, "manage.py", "run_job", SEND_TRANSFERS_JOB, "--sync", "--scheduled-for", tick],
             cwd=ROOT,
             env=env,

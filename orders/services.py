@@ -37,7 +37,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F, OuterRef
+from django.db.models import OuterRef
 
 from orders import sql
 from orders.errors import (
@@ -63,7 +63,6 @@ from orders.selectors import order_status_get, restaurant_paid_through
 from scheduling.selectors import run_in_flight_exists
 from scheduling.services import run_schedule_delayed_with_subject
 from tiffin import clock
-from tiffin.db import AnyOf
 from tiffin.validators import require_aware, validate_time_zone
 
 logger = logging.getLogger("orders")
@@ -365,7 +364,7 @@ def orders_cancel_unaccepted(*, order_ids: Sequence[int]) -> int:
     timeout = settings.ORDER_ACCEPT_TIMEOUT_SECONDS
     return (
         Order.objects.filter(
-            AnyOf(F("id"), order_ids),
+            id__in=order_ids,
             status=OrderStatus.PLACED,
             placed_at__lte=clock.DatabaseNow(minus_seconds=timeout),
         )

@@ -31,7 +31,7 @@ from scheduling import cron, metrics, sql
 from scheduling.events import runs_log, runs_record
 from scheduling.models import JobRun, RunStatus, Schedule, Trigger
 from scheduling.policies import PlannedTick, misfire_plan
-from scheduling.queue import enqueue_runs_many
+from scheduling.queue_bulk import enqueue_runs_bulk
 from scheduling.registry import Job, registry
 from scheduling.schedules import schedules_ensure
 from scheduling.transitions import runs_fail
@@ -218,7 +218,7 @@ def claim_rows_insert(rows: list[sql.ClaimRow], *, now: datetime, enqueue: bool 
     for job_name, count in attempted.items():
         metrics.claims_count(job_name=job_name, won=won_per_job[job_name], attempted=count)
     if enqueue:
-        enqueue_runs_many(tasks=[(run.job_name, [run.id]) for run in won if run.status == RunStatus.ENQUEUED])
+        enqueue_runs_bulk(tasks=[(run.job_name, [run.id]) for run in won if run.status == RunStatus.ENQUEUED])
     return won
 
 
@@ -326,7 +326,7 @@ def _enqueue_by_job(runs: list[JobRun]) -> None:
         size = registry.get(job_name).batch_size
         run_ids = [run.id for run in group]
         tasks += [(job_name, run_ids[start : start + size]) for start in range(0, len(run_ids), size)]
-    enqueue_runs_many(tasks=tasks)
+    enqueue_runs_bulk(tasks=tasks)
 
 
 def runs_requeue_stale(*, now: datetime) -> int:

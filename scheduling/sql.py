@@ -26,7 +26,7 @@ from django.db.models import Q
 from scheduling import queries
 from scheduling.events import events_write
 from scheduling.models import DUE_STATUSES, FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
-from tiffin.db import adapt, execute, fetch, id_in, instance_created, instances_from_rows, int_array, jit_off
+from tiffin.db import adapt, execute, fetch, fetch_instances, id_in, instance_created, jit_off
 
 # The final statuses as SQL literals, for the prune's statements, which are still built here
 # (see scheduling.queries for why a partial index's statuses are never parameters).
@@ -67,14 +67,14 @@ def claim_runs(rows: Sequence[ClaimRow]) -> list[JobRun]:
     if connection.vendor == "sqlite":
         return _claim_runs_sqlite(rows)
     columns = {column: [getattr(row, column) for row in rows] for column in CLAIM_COLUMNS}
-    return instances_from_rows(JobRun, fetch(queries.CLAIM_RUNS, columns))
+    return fetch_instances(JobRun, queries.CLAIM_RUNS, columns)
 
 
 def _claim_runs_sqlite(rows: Sequence[ClaimRow]) -> list[JobRun]:
     """``claim_runs`` on SQLite: the claim (``queries.CLAIM_RUNS_SQLITE``), the rows as one
     JSON array, each datetime as Django stores it there; then the events through the ORM."""
     claims = [{column: adapt(getattr(row, column)) for column in CLAIM_COLUMNS} for row in rows]
-    runs = instances_from_rows(JobRun, fetch(queries.CLAIM_RUNS_SQLITE, {"rows": json.dumps(claims)}))
+    runs = fetch_instances(JobRun, queries.CLAIM_RUNS_SQLITE, {"rows": json.dumps(claims)})
     JobRunEvent.objects.bulk_create(
         [JobRunEvent(run_id=run.id, at=run.created_at, kind=claim_event_kind(run), attempt=run.attempts,
                      fence=run.fence, worker=run.worker) for run in runs]
@@ -152,7 +152,7 @@ def enqueue_due_runs(*, now: datetime, job_names: Sequence[str], limit: int) -> 
         events_write(runs, kind="enqueued", now=now)
         return runs
     params = {"now": now, "job_names": list(job_names), "limit": limit}
-    return instances_from_rows(JobRun, fetch(queries.ENQUEUE_DUE_RUNS, params))
+    return fetch_instances(JobRun, queries.ENQUEUE_DUE_RUNS, params)
 
 
 def job_of_runs(run_ids: Sequence[int]) -> str | None:
@@ -161,7 +161,7 @@ def job_of_runs(run_ids: Sequence[int]) -> str | None:
     if connection.vendor == "sqlite":
         rows = fetch(queries.JOB_OF_RUNS_SQLITE, {"run_ids": json.dumps([int(i) for i in run_ids])})
     else:
-        rows = fetch(queries.JOB_OF_RUNS, {"run_ids": int_array(run_ids)})
+        rows = fetch(queries.JOB_OF_RUNS, {"run_ids": [int(i) for i in run_ids]})
     return rows[0][0] if rows else None
 
 
@@ -182,7 +182,7 @@ def start_runs(*, run_ids: Sequence[int], fence: int, now: datetime, worker: str
         events_write(started, kind="started", now=now)
         return started
     params = {"run_ids": list(run_ids), "fence": fence, "now": now, "worker": worker}
-    return instances_from_rows(JobRun, fetch(queries.START_RUNS, params))
+    return fetch_instances(JobRun, queries.START_RUNS, params)
 
 
 def succeed_runs(runs: Sequence[JobRun], *, now: datetime, result: Any) -> set[int]:

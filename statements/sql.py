@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from outbox.sql import initial_state_columns
-from tiffin.db import execute, int_array
+from tiffin.db import execute
 
 # One statement per row of the arrays: the frozen email of one payout, pending if it has a
 # recipient (due at once), else waiting for one. The unique (restaurant, period start) and
@@ -48,8 +48,8 @@ def statements_insert(*, rows: Sequence[NewStatement], written_at: datetime, pen
     if not rows:
         return 0
     params = {
-        "payout_ids": int_array(row.payout_id for row in rows),
-        "restaurant_ids": int_array(row.restaurant_id for row in rows),
+        "payout_ids": [row.payout_id for row in rows],
+        "restaurant_ids": [row.restaurant_id for row in rows],
         "period_starts": [row.period_start for row in rows],
         "recipients": [row.recipient for row in rows],
         "subjects": [row.subject for row in rows],

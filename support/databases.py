@@ -11,17 +11,25 @@ from psycopg import sql
 
 
 def database_create(
-    conn: psycopg.Connection[Any], name: str, *, template: str | None = None, file_copy: bool = False
+    conn: psycopg.Connection[Any],
+    name: str,
+    *,
+    template: str | None = None,
+    file_copy: bool = False,
+    owner: str | None = None,
 ) -> None:
     """Drop ``name`` if it exists (whoever is connected) and create it, empty or as a copy of
-    ``template``. ``file_copy`` copies the template's files whole after a checkpoint
-    instead of writing them through the WAL block by block (minutes for the benchmarks'
-    largest databases). Nothing may be connected to the template."""
+    ``template``, owned by role ``owner`` (default: the connection's). ``file_copy`` copies
+    the template's files whole after a checkpoint instead of writing them through the WAL
+    block by block (minutes for the benchmarks' largest databases). Nothing may be
+    connected to the template."""
     statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
     if template:
         statement += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
     if file_copy:
         statement += sql.SQL(" STRATEGY FILE_COPY")
+    if owner:
+        statement += sql.SQL(" OWNER {}").format(sql.Identifier(owner))
     database_drop(conn, name)
     conn.execute(statement)
 

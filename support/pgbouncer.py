@@ -22,6 +22,7 @@ from typing import Any
 
 import psycopg
 
+from support.ports import free_port
 from support.processes import stop_group, wait_for
 
 
@@ -61,12 +62,6 @@ def pgbouncer_binary() -> str | None:
     return shutil.which("pgbouncer") or next((p for p in ("/usr/sbin/pgbouncer",) if Path(p).exists()), None)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _config(upstream: Upstream, port: int, workdir: Path, pool_size: int) -> str:
     return f"""[databases]
 * = host={upstream.host} port={upstream.port}
@@ -103,7 +98,7 @@ def pgbouncer_prepare(upstream: Upstream, *, binary: str, pool_size: int = 30) -
     hand the directory to ``postgres`` and run as that user. The caller starts the command
     in a process group of its own and waits for ``pgbouncer_accepts``."""
     workdir = Path(tempfile.mkdtemp(prefix="tiffin-pgbouncer-"))
-    port = _free_port()
+    port = free_port()
     (workdir / "userlist.txt").write_text(f'"{upstream.user}" "{upstream.password}"\n')
     config = workdir / "pgbouncer.ini"
     config.write_text(_config(upstream, port, workdir, pool_size))

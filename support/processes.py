@@ -7,7 +7,9 @@ clock in its environment. Stopping is bounded: SIGTERM, a grace period, then SIG
 to the whole process group, so nothing outlives a simulation or a failed test.
 ``stop_group`` is that stop for any child leading a group of its own (PgBouncer, a
 private redis-server or PostgreSQL, a benchmark's children), and ``sigterm_exits`` makes
-a SIGTERM to the parent stop its children too.
+a SIGTERM to the parent stop its children too. ``guarded_start`` goes one further for
+the benchmarks: a guardian process (``support.guardian``) stops the group even when
+the parent is SIGKILLed and runs none of its code.
 """
 
 from __future__ import annotations
@@ -19,14 +21,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # tiffin.clock imports Django's ORM: the chaos table and bench.guardian run without it
+if TYPE_CHECKING:  # tiffin.clock imports Django's ORM: the chaos table and the guardian run without it
     from tiffin.clock import SimulatedClock
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -124,14 +126,14 @@ class Process:
     def send(self, sig: signal.Signals) -> None:
         """Send ``sig`` to the process and everything it forked (its process group)."""
         self.signals.append(sig.name)
-        _signal_group(self.pid, sig)
+        signal_group(self.pid, sig)
 
     def request_stop(self) -> None:
         """Ask for a clean stop: SIGCONT to the group (in case it is paused), SIGTERM to the
         leader only. The leader stops what it started (django-q2 stops its own children); a
         SIGTERM to every child at once would make the cluster's sentinel respawn workers."""
         self.signals.append("stop")
-        _signal_group(self.pid, signal.SIGCONT)
+        signal_group(self.pid, signal.SIGCONT)
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGTERM)
 
@@ -159,7 +161,8 @@ class Process:
         return "\n".join(text.splitlines()[-lines:])
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
+def signal_group(pgid: int, sig: signal.Signals) -> None:
+    """Send ``sig`` to every process of group ``pgid``; nothing if the group is gone."""
     with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone already
         os.killpg(pgid, sig)
 
@@ -189,12 +192,12 @@ def stop_group(
             with contextlib.suppress(ProcessLookupError):
                 popen.send_signal(sig)
         elif sig is not None:
-            _signal_group(pgid, sig)
+            signal_group(pgid, sig)
         with contextlib.suppress(subprocess.TimeoutExpired):
             popen.wait(timeout=grace)
         _wait_group_gone(pgid, deadline)  # the leader went: what it forked gets the rest of the grace
     code = popen.poll()
-    _signal_group(pgid, signal.SIGKILL)
+    signal_group(pgid, signal.SIGKILL)
     popen.wait(timeout=KILL_WAIT_SECONDS)
     _wait_group_gone(pgid, time.monotonic() + KILL_WAIT_SECONDS)
     return code
@@ -232,6 +235,95 @@ def descendants(pid: int) -> list[int]:
 def _wait_group_gone(pgid: int, deadline: float) -> None:
     while group_members(pgid) and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def groups_stop(pgids: Iterable[int], *, grace: float) -> list[int]:
+    """``stop_group`` for groups this process did not start (so cannot wait for): SIGTERM
+    to each, SIGKILL to what is left after ``grace``, up to ``KILL_WAIT_SECONDS`` for that;
+    return the pids that outlived even that (none, unless a process is stuck in the kernel)."""
+    alive = [pgid for pgid in pgids if group_members(pgid)]
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, KILL_WAIT_SECONDS)):
+        for pgid in alive:
+            signal_group(pgid, sig)
+        deadline = time.monotonic() + wait
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+            alive = [pgid for pgid in alive if group_members(pgid)]
+    return [pid for pgid in alive for pid in group_members(pgid)]
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of ``pid`` and every process it forked, alive or reaped
+    (0 for one gone). Unlike a wall-clock figure it hardly moves when other work shares the
+    machine, so it compares the cost of two designs even on a busy host."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    stats = [proc_stat(one) for one in [pid, *descendants(pid)]]
+    return sum(int(fields[i]) for fields in stats if fields for i in (11, 12, 13, 14)) / ticks
+
+
+# --- Guarded children: stopped however the parent ends -------------------------------------
+
+# How long a guarded group gets between SIGTERM and SIGKILL, from guarded_stop and from the
+# guardian. The benchmarks are its users: their worker stops its cluster well within it.
+GUARD_GRACE_SECONDS = float(os.environ.get("BENCH_STOP_GRACE_SECONDS", "30"))
+
+_GUARDIAN: list[subprocess.Popen[bytes]] = []
+
+
+def _guardian_tell(line: str) -> None:
+    """Write ``line`` to this process's guardian (``support.guardian``), started on first use."""
+    if not _GUARDIAN or _GUARDIAN[0].poll() is not None:
+        _GUARDIAN[:] = [
+            subprocess.Popen(
+                [sys.executable, "-m", "support.guardian"],
+                cwd=PROJECT_DIR,
+                env={**os.environ, "PYTHONPATH": str(PROJECT_DIR)},
+                stdin=subprocess.PIPE,
+                start_new_session=True,  # a Ctrl-C on the terminal does not reach it
+            )
+        ]
+    stdin = _GUARDIAN[0].stdin
+    assert stdin is not None
+    stdin.write(f"{line}\n".encode())
+    stdin.flush()
+
+
+def guard(pgid: int, *, release: bool = False) -> None:
+    """Register with the guardian a process group this process started without
+    ``guarded_start`` (a throwaway PostgreSQL's postmaster), or ``release`` it once stopped:
+    if this process dies without running its ``finally`` blocks, the guardian stops the group."""
+    _guardian_tell(f"{'-' if release else '+'}{pgid}")
+
+
+def guarded_start(args: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
+    """Start ``args`` leading a process group of its own, registered with the guardian, so
+    it and everything it forks stop with this process (``guarded_stop``), however it ends."""
+    process = subprocess.Popen(list(args), start_new_session=True, **popen)
+    guard(process.pid)
+    return process
+
+
+def guarded_stop(process: subprocess.Popen[bytes], *, grace: float = GUARD_GRACE_SECONDS) -> int:
+    """Stop ``process`` and its whole group as ``stop_group`` does (SIGTERM to the group,
+    SIGKILL after ``grace``), fail if any of it outlived that, release it from the guardian.
+    Returns its exit code."""
+    stop_group(process, grace=grace)
+    left = group_members(process.pid)
+    if left:
+        raise RuntimeError(f"processes {left} of group {process.pid} outlived SIGKILL")
+    guard(process.pid, release=True)
+    return process.returncode
+
+
+def guarded_run(args: Sequence[str], **popen: Any) -> int:
+    """``subprocess.run(args, check=False)`` as a guarded child: stopped with this process
+    if it is interrupted. Returns the exit code."""
+    process = guarded_start(args, **popen)
+    try:
+        process.wait()
+    finally:
+        guarded_stop(process)
+    return process.returncode
 
 
 @contextlib.contextmanager

@@ -16,8 +16,6 @@ A fault is a line of ``DIR/faults``; each message's DATA consumes the first line
 from __future__ import annotations
 
 import email
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -31,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from support.ports import free_port
+from support.processes import stop_group
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -133,15 +132,5 @@ def running_smtp_server(
             time.sleep(0.05)
         yield RunningSmtpServer("127.0.0.1", port, directory)
     finally:
-        _stop_group(process)
+        stop_group(process, grace=10)
         log.close()
-
-
-def _stop_group(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()

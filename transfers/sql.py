@@ -8,7 +8,7 @@ them) with no transfer yet (the unique index on ``transfers_transfer.payout_id``
 
 The identity (idempotency key and transfer group) is ``transfers.models.transfer_identity``
 written in SQL: ``payout-{restaurant_id}-{period_start in UTC, %Y%m%dT%H%M%SZ}``. Parameters
-are named: ``restaurant_ids`` (an ``int_array`` literal), ``written_at``, ``scale`` (10 to
+are named: ``restaurant_ids`` (a list), ``written_at``, ``scale`` (10 to
 the currency's minor-unit exponent), ``currency``, ``pending``, ``waiting``.
 """
 
@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from outbox.sql import initial_state_columns
-from tiffin.db import execute, fetch, int_array
+from tiffin.db import execute, fetch
 
 # The first payout just written with a positive net that is not a whole number of the
 # currency's minor units: the pass refuses it rather than round it (transfers/services.py).
@@ -60,7 +60,7 @@ def transfers_inexact_first(
 ) -> tuple[int, datetime, Decimal] | None:
     """(restaurant id, period start, net) of the first payout written at ``written_at``
     whose net times ``scale`` is not whole, or None."""
-    rows = fetch(_INEXACT, {"restaurant_ids": int_array(restaurant_ids), "written_at": written_at, "scale": scale})
+    rows = fetch(_INEXACT, {"restaurant_ids": restaurant_ids, "written_at": written_at, "scale": scale})
     return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
 
@@ -70,7 +70,7 @@ def transfers_insert_for_payouts(
     """Write the transfers of the payouts written at ``written_at`` (``_INSERT``); return
     how many."""
     params: dict[str, Any] = {
-        "restaurant_ids": int_array(restaurant_ids),
+        "restaurant_ids": restaurant_ids,
         "written_at": written_at,
         "scale": scale,
         "currency": currency,

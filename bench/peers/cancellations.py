@@ -53,7 +53,7 @@ from bench.common import (
     sql_run,
 )
 from bench.peers.record import STARTS_TABLE
-from support.processes import descendants
+from support.processes import descendants, signal_group
 
 NAME = "cancellations_peers"
 MODULE = "bench.peers.cancellations"
@@ -237,7 +237,7 @@ def _kill_and_restart(
 ) -> None:
     """SIGKILL the worker's whole process group (a server lost), wait for it, start another."""
     old = holder[0]
-    os.killpg(old.popen.pid, signal.SIGKILL)
+    signal_group(old.popen.pid, signal.SIGKILL)
     old.popen.wait()
     old.stop()  # the group is gone: this only reaps and unregisters it
     started.remove(old)

@@ -1,5 +1,5 @@
-"""Id lists passed to SQL as one parameter (tiffin.db): the literal, the ORM lookup and the
-raw condition select exactly the rows named, on either database, and refuse a non-integer."""
+"""Id lists passed to SQL as one parameter (tiffin.db.id_in): the condition selects exactly
+the rows named, on either database."""
 
 from __future__ import annotations
 
@@ -7,25 +7,13 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
-from django.db.models import F
 
 from orders.models import Order, Restaurant
 from scheduling.models import JobRun
 from scheduling.sql import job_of_runs
-from tiffin.db import AnyOf, fetch, id_in, int_array
+from tiffin.db import fetch, id_in
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
-
-
-def test_the_literal_holds_each_integer_and_null():
-    assert int_array([3, 1, None, 2**62]) == "{3,1,NULL,4611686018427387904}"
-    assert int_array([]) == "{}"
-    assert int_array(n for n in (7, 8)) == "{7,8}"
-
-
-def test_the_literal_refuses_what_is_not_an_integer():
-    with pytest.raises(ValueError):
-        int_array(["1}; DROP TABLE orders; {"])  # type: ignore[list-item]
 
 
 @pytest.fixture
@@ -34,18 +22,6 @@ def orders() -> list[Order]:
         name="Dosa Darbar", timezone="Asia/Kolkata", commission_rate=Decimal("0.15"), onboarded_at=NOW
     )
     return [Order.objects.create(restaurant=restaurant, total=Decimal("10.00"), placed_at=NOW) for _ in range(5)]
-
-
-@pytest.mark.django_db
-def test_any_of_selects_exactly_the_ids_given(orders: list[Order]):
-    chosen = [orders[3].id, orders[0].id, orders[3].id, 10**12]  # a repeat and a missing id
-    found = Order.objects.filter(AnyOf(F("id"), chosen)).order_by("id").values_list("id", flat=True)
-    assert list(found) == [orders[0].id, orders[3].id]
-    assert not Order.objects.filter(AnyOf(F("id"), [])).exists()
-    # With other conditions, and in an UPDATE, as id__in would be.
-    changed = Order.objects.filter(AnyOf(F("id"), chosen), total=Decimal("10.00")).update(total=Decimal("11.00"))
-    assert changed == 2
-    assert sorted(Order.objects.filter(total=Decimal("11.00")).values_list("id", flat=True)) == sorted({*chosen[:2]})
 
 
 @pytest.mark.django_db

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
-from unittest import mock
 
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django_q.brokers import get_broker
 from django_q.models import OrmQ
+from django_q.signals import pre_enqueue
 from django_q.tasks import async_task
 
 from orders.models import Restaurant
-from scheduling import queue, services
+from scheduling import queue, queue_bulk, services
 from scheduling.dispatch import tick_pass
 from scheduling.models import JobRun, JobRunEvent, RunStatus, Schedule, Trigger
 from scheduling.registry import registry
@@ -186,14 +187,20 @@ def test_a_pass_claims_every_jobs_due_ticks_in_one_statement():
 
 def _queue_refusing(job_name: str) -> AbstractContextManager[object]:
     """django-q2's queue refusing every task of ``job_name`` (a pre_enqueue handler that raises)."""
-    real_package = queue._package
 
-    def package(name, run_ids):
-        if name == job_name:
+    def refuse(sender: object, task: dict[str, object], **kwargs: object) -> None:
+        if task["group"] == job_name:
             raise RuntimeError("the queue refused the task")
-        return real_package(name, run_ids)
 
-    return mock.patch.object(queue, "_package", package)
+    @contextmanager
+    def connected() -> Iterator[None]:
+        pre_enqueue.connect(refuse)
+        try:
+            yield
+        finally:
+            pre_enqueue.disconnect(refuse)
+
+    return connected()
 
 
 @pytest.mark.django_db
@@ -229,7 +236,7 @@ def test_a_cron_job_whose_claim_fails_still_lets_the_pass_hand_out_due_delayed_r
 def test_a_task_enqueued_in_a_batch_is_the_task_async_task_stores():
     with registry.replaced(make_job("reports")):
         async_task(queue.EXECUTE_TASK, [7, 8], task_name="reports:7", group="reports")
-        queue.enqueue_runs_many(tasks=[("reports", [7, 8])])
+        queue_bulk.enqueue_runs_bulk(tasks=[("reports", [7, 8])])
     by_django_q, batched = queued_tasks()
     assert by_django_q.keys() == batched.keys()
     assert {k: v for k, v in by_django_q.items() if k not in ("id", "started")} == {

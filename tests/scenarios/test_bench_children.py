@@ -70,7 +70,7 @@ def test_it_leaves_no_child_when_the_benchmark_is_killed(tmp_path: Path, signum:
         parent.send_signal(signum)
         parent.wait(GRACE_SECONDS + 5 + 30)
         # The child's group gets SIGTERM, GRACE_SECONDS, then SIGKILL and up to 5 s for it
-        # (bench.guardian.groups_stop); the child ignores SIGTERM, so it takes all of it.
+        # (support.processes.groups_stop); the child ignores SIGTERM, so it takes all of it.
         # Waiting for the stand-in above already took the grace when it stops its own.
         deadline = time.monotonic() + GRACE_SECONDS + 5 + 10
         while time.monotonic() < deadline and any(_alive(pid) for pid in members):

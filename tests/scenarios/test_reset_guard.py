@@ -28,6 +28,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from support import databases
 from support.processes import PROJECT_DIR
 from tests.scenarios.harness import PostgresServer, ScenarioDatabase
 from tests.scenarios.ledger import assert_ledger_correct
@@ -83,19 +84,19 @@ def deploy_db(pg_server: PostgresServer) -> Iterator[DeployDatabase]:
     """A fresh database owned by its own role, migrated by that role; both dropped after."""
     suffix = os.getpid()
     db = DeployDatabase(server=pg_server, name=f"tiffin_reset_deploy_{suffix}", role=f"tiffin_reset_app_{suffix}")
-    role, name = sql.Identifier(db.role), sql.Identifier(db.name)
+    role = sql.Identifier(db.role)
     with pg_server.connect() as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+        databases.database_drop(conn, db.name)
         conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(role))
         conn.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE").format(role))
-        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(name, role))
+        databases.database_create(conn, db.name, owner=db.role)
     try:
         migrated = db.manage("migrate", "--noinput", "--verbosity", "0", env=PRODUCTION)
         assert migrated.returncode == 0, migrated.stderr
         yield db
     finally:
         with pg_server.connect() as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+            databases.database_drop(conn, db.name)
             conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(role))
 
 

@@ -9,7 +9,6 @@ or below it, sends SIGTERM to the command alone and requires that it exits by it
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from support.processes import PROJECT_DIR, descendants, group_members, proc_stat, stop_group, wait_for
+from support.processes import PROJECT_DIR, descendants, group_members, proc_stat, signal_group, stop_group, wait_for
 from tests.scenarios.harness import Scenario
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]
@@ -65,5 +64,4 @@ def test_sigterm_stops_every_process_it_started(scenario: Scenario, tmp_path: Pa
         groups |= _groups_below(top.pid)
         stop_group(top, grace=5)
         for group in groups:  # what the command left behind, if it did
-            if group_members(group):
-                os.killpg(group, signal.SIGKILL)
+            signal_group(group, signal.SIGKILL)

@@ -11,14 +11,13 @@ process of its group left.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 
 import pytest
 
-from support.processes import PROJECT_DIR, group_members, wait_for
+from support.processes import PROJECT_DIR, group_members, signal_group, wait_for
 from tests.scenarios.harness import Scenario
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(240)]
@@ -59,6 +58,5 @@ def test_sigterm_at_each_step_of_the_start_stops_the_worker_and_its_cluster(scen
         assert "scheduling.loop" not in log or "stopped after" in log, log[-3000:]
         wait_for(lambda: not group_members(worker.pid), timeout=STOP_SECONDS, what="the worker's group to be gone")
     finally:
-        if group_members(worker.pid):
-            os.killpg(worker.pid, signal.SIGKILL)
+        signal_group(worker.pid, signal.SIGKILL)  # what outlived the test, if anything
         worker.wait(timeout=30)

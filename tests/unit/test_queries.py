@@ -17,7 +17,7 @@ def _names(listed: str) -> list[str]:
 
 
 def test_every_statement_returning_runs_returns_every_column_in_the_models_order():
-    # tiffin.db.instances_from_rows reads a run's values by the model's field order.
+    # tiffin.db.fetch_instances reads every column of a run (the model's, in its field order).
     whole = {
         "CLAIM_RUNS": queries.CLAIM_RUNS,
         "CLAIM_RUNS_SQLITE": queries.CLAIM_RUNS_SQLITE,
