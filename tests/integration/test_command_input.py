@@ -189,6 +189,8 @@ def test_check_runs_refuses_a_now_in_the_future_as_tick_does():
         (["--chaos", "3", "--chaos-rate", "0"], "--chaos-rate 0: give more than 0"),
         (["--chaos", "3", "--chaos-rate", "500"], "at most 120 faults per simulated hour"),
         (["--chaos-rate", "30"], "--chaos-rate goes with --chaos SEED"),
+        (["--leader-kills", "1"], "--leader-kills goes with --chaos SEED"),
+        (["--chaos", "3", "--leader-kills", "-1"], "--leader-kills -1: give 0 or more, on PostgreSQL"),
     ],
 )
 def test_chaos_with_faults_of_its_own_or_one_server_is_refused_before_anything_is_written(options, message):

@@ -272,8 +272,10 @@ def _plan(options: dict[str, Any]) -> SimulationPlan:
 
 def _chaos(options: dict[str, Any], plan: SimulationPlan) -> ChaosSchedule | None:
     if options["chaos"] is None:
-        if options["chaos_rate"] != DEFAULT_RATE or options["leader_kills"]:
-            raise CommandError("--chaos-rate and --leader-kills go with --chaos SEED")
+        if options["chaos_rate"] != DEFAULT_RATE:
+            raise CommandError("--chaos-rate goes with --chaos SEED")
+        if options["leader_kills"]:
+            raise CommandError("--leader-kills goes with --chaos SEED")
         return None
     if plan.faults or plan.skew:
         raise CommandError("--chaos draws its own faults and clock skews: leave out the fault options and --skew")
