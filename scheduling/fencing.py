@@ -40,7 +40,7 @@ def fence_check(resource: str, token: int, *, now: datetime, run_id: int | None 
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("fence_check must run inside the transaction of the write it protects")
-    if run_id is not None and not sql.run_hold(run_id, token):
+    if run_id is not None and not sql.hold_run_if_current(run_id, token):
         metrics.fence_rejected_count(stage="write")
         raise StaleFenceError(resource, token, f"run {run_id} is no longer running under this fence")
     if not sql.fence_advance(resource, token, now):

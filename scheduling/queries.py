@@ -183,7 +183,7 @@ RETURNING token
 
 # Whether the run is still running under ``fence``, share-locking the row until the
 # transaction ends, so the abandon sweep's conditional update waits for the caller's write.
-RUN_HOLD = """
+HOLD_RUN_IF_CURRENT = """
 SELECT 1 FROM job_runs WHERE id = %(run_id)s AND status = 'running' AND fence = %(fence)s FOR SHARE
 """
 

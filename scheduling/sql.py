@@ -242,12 +242,13 @@ def lock_job(job_name: str) -> None:
     fetch(queries.LOCK_JOB, {"job_name": job_name})
 
 
-def run_hold(run_id: int, fence: int) -> bool:
-    """Whether the run is still running under ``fence``; on PostgreSQL the row stays
-    share-locked until the caller's transaction ends (``queries.RUN_HOLD``)."""
+def hold_run_if_current(run_id: int, fence: int) -> bool:
+    """Share-lock the run's row until the caller's transaction ends if it is still running
+    under ``fence`` (``queries.HOLD_RUN_IF_CURRENT``; SQLite locks the whole database for a
+    write transaction anyway); return whether it is."""
     if connection.vendor == "sqlite":
         return JobRun.objects.filter(id=run_id, status=RunStatus.RUNNING, fence=fence).exists()
-    return bool(fetch(queries.RUN_HOLD, {"run_id": run_id, "fence": fence}))
+    return bool(fetch(queries.HOLD_RUN_IF_CURRENT, {"run_id": run_id, "fence": fence}))
 
 
 def fence_advance(resource: str, token: int, now: datetime) -> bool:
