@@ -7,6 +7,6 @@ class TiffinConfig(AppConfig):
     verbose_name = "Tiffin"
 
     def ready(self) -> None:
-        from tiffin import checks, pg_timestamps  # noqa: F401  (checks: registers the system checks)
+        from tiffin import checks, fast_pg_timestamps  # noqa: F401  (checks: registers the system checks)
 
-        connection_created.connect(pg_timestamps.install, dispatch_uid="tiffin.pg_timestamps")
+        connection_created.connect(fast_pg_timestamps.install, dispatch_uid="tiffin.fast_pg_timestamps")

@@ -1,4 +1,4 @@
-"""The compiled timestamp loader put back on PostgreSQL connections (tiffin.pg_timestamps)
+"""The compiled timestamp loader put back on PostgreSQL connections (tiffin.fast_pg_timestamps)
 reads every value as Django's own loader does, and steps aside when the session's zone
 is not UTC."""
 
