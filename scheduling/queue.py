@@ -16,7 +16,7 @@ from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 from django_q.models import OrmQ
 from django_q.signals import pre_enqueue
-from django_q.signing import SignedPackage
+from django_q.signing import BadSignature, SignedPackage
 from django_q.tasks import async_task
 
 from scheduling.events import BULK_ROWS
@@ -49,6 +49,25 @@ def enqueue_runs_many(*, tasks: Sequence[tuple[str, Sequence[int]]]) -> None:
     lock = timezone.now()
     rows = [OrmQ(key=broker.list_key, payload=SignedPackage.dumps(_package(job, ids)), lock=lock) for job, ids in tasks]
     OrmQ.objects.using(Conf.ORM).bulk_create(rows, batch_size=BULK_ROWS)
+
+
+def queued_run_ids() -> set[int] | None:
+    """The runs a task in django-q2's queue table will still deliver: waiting to be taken,
+    or taken by a cluster and not yet acknowledged (its lock runs out after
+    ``Q_CLUSTER['retry']`` and the broker hands it out again). None with a broker whose
+    queue cannot be read here (another broker, sync mode)."""
+    broker = get_broker()
+    if Conf.SYNC or type(broker) is not ORM:
+        return None
+    run_ids: set[int] = set()
+    for payload in OrmQ.objects.using(Conf.ORM).filter(key=broker.list_key).values_list("payload", flat=True):
+        try:
+            task = SignedPackage.loads(payload)
+        except (TypeError, BadSignature):  # django-q2 itself fails such a package
+            continue
+        if task.get("func") == EXECUTE_TASK and task.get("args"):
+            run_ids.update(int(run_id) for run_id in task["args"][0])
+    return run_ids
 
 
 def _task_name(job_name: str, run_ids: Sequence[int]) -> str:
