@@ -153,7 +153,10 @@ class Command(TiffinCommand):
         log_dir.mkdir(parents=True, exist_ok=True)  # make demo's db/demo-logs on a fresh clone
         say = (lambda line: print(line, file=sys.stderr)) if options["json"] else self.stdout.write
         real = plan.duration.total_seconds() / plan.speed
-        say(f"simulating {plan.duration} of {plan.start:%Y-%m-%d %H:%M} UTC onwards in about {real:.0f} s")
+        say(
+            f"simulating {plan.duration} of {plan.start:%Y-%m-%d %H:%M} UTC onwards in about {real:.0f} s "
+            "(longer if the processes lag the clock: it is then slowed)"
+        )
         if chaos is not None:
             for line in chaos.lines():
                 say(line)
@@ -344,7 +347,9 @@ def _latest_sunday_evening() -> datetime:
 
 def _process_problems(outcome: SimulationOutcome) -> list[str]:
     problems = [f"process {name} exited on its own" for name in outcome.crashed]
-    if not outcome.drained:
+    if outcome.unsettled:
+        problems.append(f"did not settle: {outcome.unsettled}")
+    elif not outcome.drained:
         problems.append("runs still in flight after a minute in which none finished, once the schedulers stopped")
     return problems
 
@@ -362,7 +367,15 @@ def _plan_json(plan: SimulationPlan, outcome: SimulationOutcome, *, pooled: bool
         },
         "faults": [record.line() for record in outcome.faults],
         "fault_stories": [record.story() for record in outcome.faults],
+        "clock": _clock_json(plan, outcome),
+        "unsettled": outcome.unsettled,
     }
+
+
+def _clock_json(plan: SimulationPlan, outcome: SimulationOutcome) -> dict[str, Any]:
+    if outcome.governor is None:
+        return {"asked_speed": plan.speed}
+    return outcome.governor.as_json(outcome.simulated_span(plan.start), ended=outcome.ended_real)
 
 
 def render_text(
@@ -374,6 +387,12 @@ def render_text(
         f"{plan.servers} servers x {plan.workers} workers, scheduler clocks within +-{plan.skew:g} s"
         + (", every process behind PgBouncer (transaction mode)" if pooled else ""),
         *_fault_lines(outcome),
+        *(
+            [outcome.governor.line(outcome.simulated_span(plan.start), ended=outcome.ended_real)]
+            if outcome.governor
+            else []
+        ),
+        *([f"Did not settle: {outcome.unsettled}"] if outcome.unsettled else []),
         "",
         f"  {'job':<26}{'ticks':>7}{'ran':>6}  {'skipped (reason)':<30}{'missed':>7}",
         *(_job_line(ticks) for ticks in sorted(report.jobs, key=lambda t: t.job_name)),
@@ -393,6 +412,12 @@ def render_text(
     else:
         lines += ["INVARIANTS BROKEN:", *(f"  {problem}" for problem in report.problems), f"Logs: {log_dir}"]
     return lines
+
+
+def _clock_lines(plan: SimulationPlan, outcome: SimulationOutcome) -> list[str]:
+    if outcome.governor is None:
+        return []
+    return [outcome.governor.line(outcome.simulated_span(plan.start), ended=outcome.ended_real)]
 
 
 def _fault_lines(outcome: SimulationOutcome) -> list[str]:
