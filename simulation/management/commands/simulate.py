@@ -403,7 +403,7 @@ def render_text(
         *_payout_lines(report),
         *_money_lines(report),
         *_order_lines(report),
-        _lateness_line(report, plan),
+        _lateness_line(report, plan, outcome),
         "Recovery: " + ", ".join(f"{n} {what.replace('_', ' ')}" for what, n in report.recovery.items()),
         "",
     ]
@@ -490,11 +490,17 @@ def _order_lines(report: SimulationReport) -> list[str]:
     ]
 
 
-def _lateness_line(report: SimulationReport, plan: SimulationPlan) -> str:
+def _lateness_line(report: SimulationReport, plan: SimulationPlan, outcome: SimulationOutcome) -> str:
     late = report.lateness
     if not late:
         return "Lateness: no cron run started"
-    real = f"{late['p99'] / plan.speed * 1000:.0f} ms real"
+    # In real time at the clock's effective speed (the governor may have slowed it).
+    speed = (
+        outcome.governor.effective_speed(outcome.simulated_span(plan.start), ended=outcome.ended_real)
+        if outcome.governor
+        else plan.speed
+    )
+    real = f"{late['p99'] / speed * 1000:.0f} ms real at {speed:.0f}x"
     return (
         f"Lateness of {late['runs']:.0f} cron runs (start - tick, simulated): p50 {late['p50']:.1f} s, "
         f"p99 {late['p99']:.1f} s ({real}), max {late['max']:.1f} s"
