@@ -164,6 +164,8 @@ class SimulationOutcome:
     # Where the clock had got to when the run ended (its end, or where a stop cut it), and the real time then.
     ended_at: datetime | None = None
     ended_real: float | None = None
+    # The exit status a stop asked for (SIGTERM: 143, Ctrl-C: 130), given once the report is printed.
+    stopped_by: int | None = None
 
     def simulated_span(self, start: datetime) -> timedelta:
         return (self.ended_at or self.clock.now()) - start
@@ -227,7 +229,10 @@ class Governor:
         return None
 
     def effective_speed(self, simulated: timedelta, *, ended: float | None = None) -> float:
-        return simulated.total_seconds() / max(1e-9, (ended or time.time()) - self.began)
+        """Simulated seconds per real second from the clock's start to ``ended`` (0 for a
+        run stopped before its clock started)."""
+        real = (ended or time.time()) - self.began
+        return max(0.0, simulated.total_seconds()) / real if real > 0 else 0.0
 
     def line(self, simulated: timedelta, *, ended: float | None = None) -> str:
         effective = self.effective_speed(simulated, ended=ended)
@@ -287,6 +292,7 @@ class Simulation:
         returns what it has, saying why it did not settle."""
         unsettled = ""
         drained = False
+        stopped_by: int | None = None
         with self.fleet:
             try:
                 self._start_servers()
@@ -297,6 +303,8 @@ class Simulation:
                 drained, unsettled = self._stop()
             except (SystemExit, KeyboardInterrupt) as stop:
                 self.ended = self.ended or (self.clock.now(), time.time())
+                code = stop.code if isinstance(stop, SystemExit) else 130
+                stopped_by = code if isinstance(code, int) else 1
                 unsettled = (
                     f"stopped at {self.clock.now():%Y-%m-%d %H:%M:%S} (simulated) by "
                     f"{'Ctrl-C' if isinstance(stop, KeyboardInterrupt) else f'exit {stop.code}'}; "
@@ -314,6 +322,7 @@ class Simulation:
             unsettled=unsettled,
             ended_at=self.ended[0],
             ended_real=self.ended[1],
+            stopped_by=stopped_by,
         )
 
     def _injections(self) -> Iterator[tuple[datetime, Callable[[], None]]]:

@@ -183,6 +183,8 @@ class Command(TiffinCommand):
             self.stdout.write(json.dumps(data, indent=2, default=str))
         else:
             self.stdout.write("\n".join(render_text(report, plan, outcome, log_dir, pooled=options["pooler"])))
+        if outcome.stopped_by is not None:  # SIGTERM or Ctrl-C: the report is out, exit as the signal asked
+            raise SystemExit(outcome.stopped_by)
         if not report.ok:
             raise CommandError(f"{len(report.problems)} invariants broke (logs in {log_dir})", returncode=1)
 
@@ -495,11 +497,12 @@ def _lateness_line(report: SimulationReport, plan: SimulationPlan, outcome: Simu
     if not late:
         return "Lateness: no cron run started"
     # In real time at the clock's effective speed (the governor may have slowed it).
-    speed = (
+    effective = (
         outcome.governor.effective_speed(outcome.simulated_span(plan.start), ended=outcome.ended_real)
         if outcome.governor
-        else plan.speed
+        else 0.0
     )
+    speed = effective or plan.speed  # a run stopped before its clock started has none
     real = f"{late['p99'] / speed * 1000:.0f} ms real at {speed:.0f}x"
     return (
         f"Lateness of {late['runs']:.0f} cron runs (start - tick, simulated): p50 {late['p50']:.1f} s, "
