@@ -7,8 +7,13 @@ hands out many tasks at once stores them with ``queue_bulk.enqueue_runs_bulk``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
+from django_q.brokers import get_broker
+from django_q.brokers.orm import ORM
+from django_q.conf import Conf
+from django_q.models import OrmQ
+from django_q.signing import BadSignature, SignedPackage
 from django_q.tasks import async_task
 
 EXECUTE_TASK = "scheduling.tasks.execute_runs"
@@ -21,3 +26,22 @@ def enqueue_runs(*, job_name: str, run_ids: Sequence[int]) -> None:
 
 def task_name(job_name: str, run_ids: Sequence[int]) -> str:
     return f"{job_name}:{run_ids[0]}"
+
+
+def queued_run_ids(among: Collection[int]) -> set[int] | None:
+    """Those of ``among`` a task in django-q2's queue table will still deliver: waiting to
+    be taken, or taken by a cluster and not yet acknowledged (its lock runs out after
+    ``Q_CLUSTER['retry']`` and the broker hands it out again). None with a broker whose
+    queue cannot be read here (another broker, sync mode)."""
+    broker = get_broker()
+    if Conf.SYNC or type(broker) is not ORM:
+        return None
+    wanted, found = set(among), set[int]()
+    for payload in OrmQ.objects.using(Conf.ORM).filter(key=broker.list_key).values_list("payload", flat=True):
+        try:
+            task = SignedPackage.loads(payload)
+        except (TypeError, BadSignature):  # django-q2 itself fails such a package
+            continue
+        if task.get("func") == EXECUTE_TASK and task.get("args"):
+            found.update(int(run_id) for run_id in task["args"][0] if int(run_id) in wanted)
+    return found

@@ -53,11 +53,14 @@ class SeedResult:
     seconds: float
     by_kind: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    # The clock's effective speed (the governor slows it while the processes lag it).
+    speed: float | None = None
 
     def row(self) -> str:
         counts = "".join(f"{self.by_kind.get(kind, 0):>8}" for kind in _SHORT)
         held = "yes" if self.ok else f"NO ({len(self.problems)})"
-        return f"{self.seed:>6}{counts}  {held:<12}{self.seconds:>7.0f} s"
+        speed = f"{self.speed:>7.0f}x" if self.speed is not None else f"{'-':>8}"
+        return f"{self.seed:>6}{counts}  {held:<12}{self.seconds:>7.0f} s{speed}"
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -129,7 +132,12 @@ def run_seed(options: argparse.Namespace, seed: int) -> SeedResult:
         return SeedResult(seed, ok=False, seconds=seconds, problems=[f"no report: {stderr[-500:]}"])
     ok = code == 0 and report["ok"]
     return SeedResult(
-        seed, ok=ok, seconds=seconds, by_kind=report["chaos"]["injected_by_kind"], problems=report["problems"]
+        seed,
+        ok=ok,
+        seconds=seconds,
+        by_kind=report["chaos"]["injected_by_kind"],
+        problems=report["problems"],
+        speed=report.get("clock", {}).get("effective_speed"),
     )
 
 
@@ -168,7 +176,8 @@ def _table(options: argparse.Namespace) -> int:
         f"chaos: {seeds} seeds x {options.duration} at {options.speed}x, {options.servers} servers, "
         f"{options.chaos_rate} faults per simulated hour{build}; pooler {pooler}"
     )
-    print(f"{'seed':>6}" + "".join(f"{name:>8}" for name in _SHORT.values()) + f"  {'invariants':<12}{'real':>9}")
+    kinds = "".join(f"{name:>8}" for name in _SHORT.values())
+    print(f"{'seed':>6}{kinds}  {'invariants':<12}{'real':>9}{'speed':>8}")
     results = []
     for seed in options.seed_list:
         result = run_seed(options, seed)

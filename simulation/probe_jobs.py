@@ -14,11 +14,16 @@ makes ``sim-settlement`` skip its fence: it ignores the heartbeat that says the 
 taken from it and charges without checking its token (or the charge already made), as a
 worker with a lock that lies would; a worker paused past its lease then charges a
 second time once it wakes.
+
+``TIFFIN_SIMULATE_SLOW_PROBE_MS`` (a test-only switch) makes every ``sim-probe`` run take
+that many more real milliseconds: a slow worker, so an accelerated clock outruns the
+workers on any machine and the governor has to slow it (tests/scenarios/test_governor.py).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from datetime import timedelta
 
 from scheduling.context import RunContext, RunLostError
@@ -28,6 +33,7 @@ from simulation.services import PROBE_JOB, SETTLEMENT_JOB, probe_charge
 from tiffin import clock
 
 BREAK_VARIABLE = "TIFFIN_SIMULATE_BREAK"
+SLOW_PROBE_VARIABLE = "TIFFIN_SIMULATE_SLOW_PROBE_MS"
 SETTLEMENT_SECONDS = 180
 HEARTBEAT_SECONDS = 15
 # A settlement run whose heartbeat is this old is abandoned (its job's timeout).
@@ -36,6 +42,8 @@ SETTLEMENT_TIMEOUT_SECONDS = 20 * HEARTBEAT_SECONDS
 
 @job(PROBE_JOB, cron="* * * * *", timeout_seconds=300)
 def sim_probe(ctx: RunContext) -> dict[str, int]:
+    if slow := float(os.environ.get(SLOW_PROBE_VARIABLE) or 0):
+        time.sleep(slow / 1000)  # real time: a slow worker, not a long job
     if os.environ.get(BREAK_VARIABLE) == "duplicate-charge":
         charged = [probe_charge(ctx=ctx, now=clock.now(), guarded=False) for _ in range(2)]
     else:

@@ -13,6 +13,7 @@ import heapq
 import re
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -22,8 +23,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from django.conf import settings
-from django.db import close_old_connections
-from django.db.models import QuerySet
+from django.db import DatabaseError, close_old_connections
+from django.db.models import Min, QuerySet
+from django.utils import timezone
+from django_q.models import OrmQ
 
 from scheduling.models import LIVE_STATUSES, JobRun, RunStatus
 from simulation.provider_process import RunningSandbox
@@ -38,6 +41,10 @@ TARGET_JOB = "sim-settlement"
 BOOT_SECONDS = 4.0
 # Real seconds without a single claimed run finishing after which the drain gives up.
 DRAIN_SECONDS = 60.0
+# Real seconds: the shortest django-q2 task timeout a simulation gives its workers, and the
+# margin its broker lock and the scheduler's requeue keep above a taken task's wait and run.
+TASK_TIMEOUT_FLOOR = 30
+TASK_MARGIN = 5
 # Simulated time between the last order's deadline and the end: a few scheduler passes
 # to hand its cancellation run to a worker.
 SETTLE_MARGIN = timedelta(minutes=3)
@@ -151,6 +158,107 @@ class SimulationOutcome:
     faults: Sequence[Recorded]
     crashed: list[str]
     drained: bool
+    governor: Governor | None = None
+    # Why the run did not settle (runs left in flight, a stop requested), "" when it did.
+    unsettled: str = ""
+    # Where the clock had got to when the run ended (its end, or where a stop cut it), and the real time then.
+    ended_at: datetime | None = None
+    ended_real: float | None = None
+    # The exit status a stop asked for (SIGTERM: 143, Ctrl-C: 130), given once the report is printed.
+    stopped_by: int | None = None
+
+    def simulated_span(self, start: datetime) -> timedelta:
+        return (self.ended_at or self.clock.now()) - start
+
+
+# Real seconds between two looks of the governor at how far the system lags its clock.
+GOVERN_EVERY = 1.0
+# Simulated seconds: the oldest task waiting for a worker, or the oldest due run not yet
+# handed over, lagging more than LAG_HIGH slows the clock by half (no more often than every
+# SLOW_EVERY real seconds); under LAG_LOW for CALM_FOR real seconds speeds it up by half
+# again, up to the speed asked for. SLOWEST: the slowest it goes (the speed asked for / 32).
+LAG_HIGH = 120.0
+LAG_LOW = 20.0
+SLOW_EVERY = 4.0
+CALM_FOR = 15.0
+SLOWEST = 32.0
+# Real seconds between a speed change being written and its taking effect: every process
+# reads the clock file again before then.
+CHANGE_LEAD = 1.0
+# Real seconds the drain may take in all, beside DRAIN_SECONDS without progress.
+DRAIN_LIMIT = 600.0
+
+
+@dataclass
+class Governor:
+    """Holds the simulated clock to what the processes sustain: it reads how far they lag
+    the clock (``lag``: the oldest task waiting in django-q2's queue table for a worker,
+    in simulated seconds at the clock's speed, and the oldest due delayed run not yet
+    handed over) and halves the clock's speed while the lag is over ``LAG_HIGH``, then
+    raises it again while the lag stays low. It does nothing while no worker (or no
+    scheduler) can work: a fault, not the machine, is holding them then."""
+
+    asked: float
+    speed: float
+    began: float = field(default_factory=time.time)
+    changes: list[tuple[datetime, float, float]] = field(default_factory=list)  # (simulated at, speed, lag)
+    max_lag: float = 0.0
+    looked_at: float = 0.0
+    changed_at: float = 0.0
+    calm_since: float | None = None
+
+    @property
+    def slowest(self) -> float:
+        return self.asked / SLOWEST
+
+    def decide(self, lag: float, *, now: float) -> float | None:
+        """The new speed for a lag (simulated seconds) read at real time ``now``, or None."""
+        self.max_lag = max(self.max_lag, lag)
+        if lag > LAG_HIGH:
+            self.calm_since = None
+            if self.speed > self.slowest and now - self.changed_at >= SLOW_EVERY:
+                return max(self.slowest, self.speed / 2)
+            return None
+        if lag >= LAG_LOW:
+            self.calm_since = None
+            return None
+        self.calm_since = self.calm_since if self.calm_since is not None else now
+        if self.speed < self.asked and now - self.calm_since >= CALM_FOR and now - self.changed_at >= CALM_FOR:
+            self.calm_since = now
+            return min(self.asked, self.speed * 1.5)
+        return None
+
+    def effective_speed(self, simulated: timedelta, *, ended: float | None = None) -> float:
+        """Simulated seconds per real second from the clock's start to ``ended`` (0 for a
+        run stopped before its clock started)."""
+        real = (ended or time.time()) - self.began
+        return max(0.0, simulated.total_seconds()) / real if real > 0 else 0.0
+
+    def line(self, simulated: timedelta, *, ended: float | None = None) -> str:
+        effective = self.effective_speed(simulated, ended=ended)
+        if not self.changes:
+            return (
+                f"Clock: {self.asked:g}x held throughout (effective {effective:.0f}x from the start to the stop; "
+                f"largest lag {self.max_lag:.0f} simulated s)"
+            )
+        slowest = min(speed for _, speed, _ in self.changes)
+        steps = ", ".join(f"{at:%H:%M} {speed:.3g}x (lag {lag:.0f} s)" for at, speed, lag in self.changes[:8])
+        more = f" and {len(self.changes) - 8} more" if len(self.changes) > 8 else ""
+        return (
+            f"Clock: asked {self.asked:g}x, the processes lagged it, slowed to {slowest:.3g}x at the slowest, "
+            f"effective {effective:.0f}x (largest lag {self.max_lag:.0f} simulated s); changes: {steps}{more}"
+        )
+
+    def as_json(self, simulated: timedelta, *, ended: float | None = None) -> dict[str, Any]:
+        return {
+            "asked_speed": self.asked,
+            "effective_speed": round(self.effective_speed(simulated, ended=ended), 1),
+            "slowest_speed": min([self.asked, *(speed for _, speed, _ in self.changes)]),
+            "max_lag_seconds": round(self.max_lag, 1),
+            "changes": [
+                {"at": at.isoformat(), "speed": speed, "lag": round(lag, 1)} for at, speed, lag in self.changes
+            ],
+        }
 
 
 class Simulation:
@@ -168,22 +276,54 @@ class Simulation:
         self.plan = plan
         self.say = say
         self.provider = provider  # the payment provider the processes send transfers to
-        self.clock = SimulatedTime.starting(plan.start, speed=plan.speed, lead=BOOT_SECONDS)
         self.fleet = Fleet(environment=plan.environment, log_dir=log_dir)
+        # The clock file: the governor slows (and speeds up) the clock of every process through it.
+        self.clock = SimulatedTime.starting(
+            plan.start, speed=plan.speed, lead=BOOT_SECONDS, file=log_dir / "clock.json"
+        )
+        self.governor = Governor(asked=plan.speed, speed=plan.speed, began=self.clock.anchor)
+        self.ended: tuple[datetime, float] | None = None  # (simulated, real) when the clock reached the end
         self.records: list[Recorded] = []
         # (when, order, action): restarts and resumes that follow a fault.
         self.pending: list[tuple[datetime, int, Callable[[], None]]] = []
 
     def run(self) -> SimulationOutcome:
+        """The run; stopped early (SIGTERM, Ctrl-C), it stops every process and still
+        returns what it has, saying why it did not settle."""
+        unsettled = ""
+        drained = False
+        stopped_by: int | None = None
         with self.fleet:
-            self._start_servers()
-            for at, inject in self._injections():
-                self._advance_to(at)
-                inject()
-            self._advance_to(self.plan.end)
-            drained = self._stop()
+            try:
+                self._start_servers()
+                for at, inject in self._injections():
+                    self._advance_to(at)
+                    inject()
+                self._advance_to(self.plan.end)
+                drained, unsettled = self._stop()
+            except (SystemExit, KeyboardInterrupt) as stop:
+                self.ended = self.ended or (self.clock.now(), time.time())
+                code = stop.code if isinstance(stop, SystemExit) else 130
+                stopped_by = code if isinstance(code, int) else 1
+                unsettled = (
+                    f"stopped at {self.clock.now():%Y-%m-%d %H:%M:%S} (simulated) by "
+                    f"{'Ctrl-C' if isinstance(stop, KeyboardInterrupt) else f'exit {stop.code}'}; "
+                    f"{_in_flight()}"
+                )
+                self.say(unsettled)
+        self.ended = self.ended or (self.clock.now(), time.time())
         crashed = [process.name for process in self.fleet.crashed()]
-        return SimulationOutcome(clock=self.clock, faults=self.records, crashed=crashed, drained=drained)
+        return SimulationOutcome(
+            clock=self.clock,
+            faults=self.records,
+            crashed=crashed,
+            drained=drained,
+            governor=self.governor,
+            unsettled=unsettled,
+            ended_at=self.ended[0],
+            ended_real=self.ended[1],
+            stopped_by=stopped_by,
+        )
 
     def _injections(self) -> Iterator[tuple[datetime, Callable[[], None]]]:
         """(when, inject) for every fault, in order."""
@@ -214,21 +354,81 @@ class Simulation:
         return {**self.clock.environment(skew=skew), "Q_WORKERS": str(self.plan.workers), **self._q_timing()}
 
     def _q_timing(self) -> dict[str, str]:
-        """django-q2's task timeout and broker lock are real seconds: scaled to the clock, a
-        task a crashed or paused cluster had taken is handed out again after the production
-        delay in simulated time (unscaled, after 31 real minutes: never, in a simulation)."""
+        """django-q2's task timeout and broker lock are real seconds: the timeout is scaled
+        to the clock (a task a crashed or paused cluster had taken comes back in simulated
+        time, not after 31 real minutes) with a floor of ``TASK_TIMEOUT_FLOOR`` real
+        seconds (at 120x the scaled 15 s killed check-missed-runs on a loaded machine).
+        A cluster takes one task ahead of its free workers (``queue_limit`` 1, plus the one
+        its pusher holds), so a taken task waits at most one task's length before it runs:
+        the lock (``retry``) outlasts that wait and its run, and the scheduler requeues a
+        run left ``enqueued`` only after the same real wait (in simulated seconds at the
+        clock's speed; a slowed clock makes it longer in real time, never shorter). A task
+        still waiting for a worker is not delivered again."""
         q_cluster: dict[str, Any] = settings.Q_CLUSTER
-        timeout = max(1, round(q_cluster["timeout"] / self.plan.speed))
-        retry = max(timeout + 1, round(q_cluster["retry"] / self.plan.speed))
-        return {"Q_TIMEOUT_SECONDS": str(timeout), "Q_RETRY_SECONDS": str(retry)}
+        timeout = max(TASK_TIMEOUT_FLOOR, round(q_cluster["timeout"] / self.plan.speed))
+        retry = 2 * timeout + TASK_MARGIN
+        requeue = max(settings.SCHEDULER_REQUEUE_AFTER_SECONDS, round((timeout + TASK_MARGIN) * self.plan.speed))
+        return {
+            "Q_TIMEOUT_SECONDS": str(timeout),
+            "Q_RETRY_SECONDS": str(retry),
+            "Q_QUEUE_LIMIT": "1",
+            "SCHEDULER_REQUEUE_AFTER_SECONDS": str(requeue),
+        }
 
     def _advance_to(self, instant: datetime) -> None:
         """Sleep until ``instant`` (simulated), carrying out restarts and resumes on the way."""
         while self.pending and self.pending[0][0] <= instant:
             when, _, action = heapq.heappop(self.pending)
-            self.clock.sleep_until(when)
+            self._sleep_until(when)
             action()
-        self.clock.sleep_until(instant)
+        self._sleep_until(instant)
+
+    def _sleep_until(self, instant: datetime) -> None:
+        """Sleep until the clock shows ``instant``, the governor looking on the way."""
+        while (left := self.clock.real_time_at(instant) - time.time()) > 0:
+            time.sleep(min(left, GOVERN_EVERY))
+            self._govern()
+
+    def _govern(self) -> None:
+        """Every GOVERN_EVERY real seconds: read the lag, and change the clock's speed if
+        the governor says so (see ``Governor``)."""
+        now = time.time()
+        if now - self.governor.looked_at < GOVERN_EVERY:
+            return
+        self.governor.looked_at = now
+        lag = self._lag()
+        if lag is None:
+            return
+        speed = self.governor.decide(lag, now=now)
+        if speed is None or speed == self.governor.speed:
+            return
+        slower = "slowed" if speed < self.governor.speed else "sped up"
+        self.clock = self.clock.at_speed(speed, lead=CHANGE_LEAD)
+        self.governor.speed = speed
+        self.governor.changed_at = now
+        at = self.clock.later[-1].start
+        self.governor.changes.append((at, speed, lag))
+        self.say(f"clock {slower} to {speed:.3g}x at {at:%Y-%m-%d %H:%M:%S}: the processes lagged it by {lag:.0f} s")
+
+    def _lag(self) -> float | None:
+        """How far the processes lag the clock, in simulated seconds: the oldest task
+        waiting in django-q2's queue table for a worker, and the oldest delayed run due
+        but not yet handed over; None while no worker or no scheduler is up to work
+        (every one killed or paused: a fault holds the system, not the machine)."""
+        working = [p for p in self.fleet.processes.values() if p.alive() and "SIGSTOP" not in p.signals[-1:]]
+        if not any(p.name.startswith("worker-") for p in working) or not any(
+            p.name.startswith("scheduler-") for p in working
+        ):
+            return None
+        close_old_connections()
+        speed = self.clock.current_speed()
+        now = self.clock.now()
+        real_now = timezone.now()  # django-q2 stamps its queue with the real clock
+        oldest = OrmQ.objects.filter(lock__lte=real_now).aggregate(oldest=Min("lock"))["oldest"]
+        queue_lag = (real_now - oldest).total_seconds() * speed if oldest else 0.0
+        due = JobRun.objects.filter(status=RunStatus.SCHEDULED, due_at__lte=now).aggregate(oldest=Min("due_at"))
+        due_lag = (now - due["oldest"]).total_seconds() if due["oldest"] else 0.0
+        return max(queue_lag, due_lag, 0.0)
 
     def _later(self, delay: timedelta, action: Callable[[], None]) -> None:
         heapq.heappush(self.pending, (self.clock.now() + delay, len(self.pending) + len(self.records), action))
@@ -301,13 +501,14 @@ class Simulation:
         """Poll ``condition`` until it holds (True), or the clock shows ``until`` or
         ``real_limit`` real seconds passed (False), carrying out the restarts and resumes
         that fall due meanwhile: a wait must not keep a killed process down longer."""
-        deadline = min(time.time() + real_limit, self.clock.real_time_at(until))
-        while time.time() < deadline:
+        limit = time.time() + real_limit
+        while time.time() < min(limit, self.clock.real_time_at(until)):
             if condition():
                 return True
             while self.pending and self.pending[0][0] <= self.clock.now():
                 _, _, action = heapq.heappop(self.pending)
                 action()
+            self._govern()
             time.sleep(0.05)
         return condition()
 
@@ -336,25 +537,34 @@ class Simulation:
         process.send(signal.SIGCONT)
         self.say(f"resumed {process.name} at {self.clock.now():%Y-%m-%d %H:%M:%S}")
 
-    def _stop(self) -> bool:
+    def _stop(self) -> tuple[bool, str]:
         """Stop the schedulers and the traffic, let the workers finish what was claimed
-        (bounded), then stop them. Returns whether everything claimed finished."""
+        (bounded), then stop them. Returns whether everything claimed finished, and if
+        not, why: how long the drain waited and which runs were left."""
         self._advance_to(self.plan.end)  # restarts and resumes due by the end
         for process in self.fleet.named("worker-"):
             if process.alive() and "SIGSTOP" in process.signals:
                 process.send(signal.SIGCONT)
+        self.ended = (self.clock.now(), time.time())
         self.fleet.stop([*self.fleet.named("scheduler-"), *self.fleet.named("orders")])
+        began = time.monotonic()
         drained = _drain(JobRun.objects.filter(status__in=LIVE_STATUSES))
+        waited = time.monotonic() - began
+        unsettled = "" if drained else f"the drain gave up after {waited:.0f} real s: {_in_flight()}"
         self.fleet.stop(self.fleet.named("worker-"))
         self.say(f"stopped at {self.clock.now():%Y-%m-%d %H:%M:%S} (simulated)")
-        return drained
+        if unsettled:
+            self.say(unsettled)
+        return drained, unsettled
 
 
 def _drain(live: QuerySet[JobRun]) -> bool:
     """Wait for the claimed runs to finish for as long as they keep finishing: a loaded
     machine works off its backlog slowly, not never. False once none finished for
-    DRAIN_SECONDS (no scheduler is left to claim more, so the count only falls)."""
-    left, progress_at = _count_fresh(live), time.monotonic()
+    DRAIN_SECONDS (no scheduler is left to claim more, so the count only falls), or
+    after DRAIN_LIMIT in all: the report is printed either way."""
+    left, began = _count_fresh(live), time.monotonic()
+    progress_at = began
     while left:
         time.sleep(0.2)
         now_left = _count_fresh(live)
@@ -362,8 +572,28 @@ def _drain(live: QuerySet[JobRun]) -> bool:
             progress_at = time.monotonic()
         elif time.monotonic() - progress_at > DRAIN_SECONDS:
             return False
+        if time.monotonic() - began > DRAIN_LIMIT:
+            return False
         left = now_left
     return True
+
+
+def _in_flight() -> str:
+    """The runs not settled, by job and status, with a few ids, and django-q2's queue."""
+    try:
+        close_old_connections()
+        runs = list(
+            JobRun.objects.filter(status__in=LIVE_STATUSES).order_by("id").values_list("id", "job_name", "status")
+        )
+        tasks = OrmQ.objects.count()
+    except DatabaseError as error:
+        return f"the database could not say what was in flight ({error})"
+    if not runs:
+        return f"no run in flight; {tasks} tasks in django-q2's queue"
+    counts = Counter((job, status) for _, job, status in runs)
+    by_job = ", ".join(f"{n} {job} {status}" for (job, status), n in counts.most_common(6))
+    ids = ", ".join(str(run_id) for run_id, _, _ in runs[:10])
+    return f"{len(runs)} runs in flight ({by_job}; first ids {ids}); {tasks} tasks in django-q2's queue"
 
 
 def _count_fresh(queryset: QuerySet[JobRun]) -> int:

@@ -15,6 +15,7 @@ the parent is SIGKILLed and runs none of its code.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -22,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -33,45 +34,109 @@ if TYPE_CHECKING:  # tiffin.clock imports Django's ORM: the chaos table and the 
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 # Variables a simulated process must not inherit from the caller's shell.
-_CLOCK_VARIABLES = ("TIFFIN_CLOCK_START", "TIFFIN_CLOCK_ANCHOR", "TIFFIN_CLOCK_SPEED", "TIFFIN_CLOCK_SKEW")
+_CLOCK_VARIABLES = (
+    "TIFFIN_CLOCK_START",
+    "TIFFIN_CLOCK_ANCHOR",
+    "TIFFIN_CLOCK_SPEED",
+    "TIFFIN_CLOCK_SKEW",
+    "TIFFIN_CLOCK_FILE",
+)
 
 
 @dataclass(frozen=True)
-class SimulatedTime:
-    """The clock every process of one simulation shares: ``start`` at real time ``anchor``,
-    running ``speed`` times faster than real time."""
+class Segment:
+    """From real UNIX time ``anchor`` on, the clock shows ``start`` and runs ``speed`` times
+    faster than real time (``tiffin.clock.ClockSegment``, without Django)."""
 
     start: datetime
     anchor: float
     speed: float
 
+    def at(self, real: float) -> datetime:
+        return self.start + timedelta(seconds=(real - self.anchor) * self.speed)
+
+
+@dataclass(frozen=True)
+class SimulatedTime:
+    """The clock every process of one simulation shares: ``start`` at real time ``anchor``,
+    running ``speed`` times faster than real time; then, with a clock ``file``, the later
+    segments written there (``at_speed``: a governor slowing the clock while it runs)."""
+
+    start: datetime
+    anchor: float
+    speed: float
+    later: tuple[Segment, ...] = ()
+    file: Path | None = None
+
     @classmethod
-    def starting(cls, start: datetime, *, speed: float, lead: float = 0.0) -> SimulatedTime:
-        """A clock that shows ``start`` ``lead`` real seconds from now (time to boot processes)."""
-        return cls(start=start.astimezone(UTC), anchor=time.time() + lead, speed=speed)
+    def starting(cls, start: datetime, *, speed: float, lead: float = 0.0, file: Path | None = None) -> SimulatedTime:
+        """A clock that shows ``start`` ``lead`` real seconds from now (time to boot processes);
+        with ``file``, one whose speed ``at_speed`` can change (the file is emptied)."""
+        clock = cls(start=start.astimezone(UTC), anchor=time.time() + lead, speed=speed, file=file)
+        if file is not None:
+            clock.write()
+        return clock
+
+    def segments(self) -> tuple[Segment, ...]:
+        return (Segment(self.start, self.anchor, self.speed), *self.later)
+
+    def segment(self, real: float | None = None) -> Segment:
+        """The segment in force at real time ``real`` (default: now)."""
+        real = time.time() if real is None else real
+        first, *later = self.segments()
+        return [first, *(s for s in later if s.anchor <= real)][-1]
+
+    def at_speed(self, speed: float, *, lead: float) -> SimulatedTime:
+        """This clock running at ``speed`` from ``lead`` real seconds on, continuing from the
+        instant it shows then; written to the clock file, which every process reads again
+        (well within ``lead``) before the change applies."""
+        if self.file is None:
+            raise ValueError("a clock without a file cannot change its speed")
+        anchor = time.time() + lead
+        changed = replace(self, later=(*self.later, Segment(self.segment(anchor).at(anchor), anchor, speed)))
+        changed.write()
+        return changed
+
+    def write(self) -> None:
+        if self.file is None:
+            return
+        rows = [[segment.start.isoformat(), segment.anchor, segment.speed] for segment in self.later]
+        partial = self.file.with_name(self.file.name + ".tmp")
+        partial.write_text(json.dumps(rows))
+        partial.replace(self.file)  # at once: a reader sees the old list or the new one
+
+    def current_speed(self) -> float:
+        return self.segment().speed
 
     def clock(self, *, skew: float = 0.0) -> SimulatedClock:
-        from tiffin.clock import SimulatedClock
+        from tiffin.clock import ClockSegment, SimulatedClock
 
-        return SimulatedClock(start=self.start, anchor=self.anchor, speed=self.speed, skew=skew)
+        later = tuple(ClockSegment(s.start, s.anchor, s.speed) for s in self.later)
+        return SimulatedClock(start=self.start, anchor=self.anchor, speed=self.speed, skew=skew, later=later)
 
     def now(self) -> datetime:
-        return self.clock().now()
+        real = time.time()
+        return self.segment(real).at(real)
 
     def real_time_at(self, instant: datetime) -> float:
-        """The real UNIX time at which this clock shows ``instant``."""
-        return self.anchor + (instant - self.start).total_seconds() / self.speed
+        """The real UNIX time at which this clock shows ``instant`` (by the speeds known now)."""
+        first, *later = self.segments()
+        found = [first, *(s for s in later if s.start <= instant)][-1]
+        return found.anchor + (instant - found.start).total_seconds() / found.speed
 
     def real_seconds(self, simulated_seconds: float) -> float:
-        return simulated_seconds / self.speed
+        return simulated_seconds / self.current_speed()
 
     def environment(self, *, skew: float = 0.0) -> dict[str, str]:
-        return {
+        env = {
             "TIFFIN_CLOCK_START": self.start.isoformat(),
             "TIFFIN_CLOCK_ANCHOR": repr(self.anchor),
             "TIFFIN_CLOCK_SPEED": repr(self.speed),
             "TIFFIN_CLOCK_SKEW": repr(skew),
         }
+        if self.file is not None:
+            env["TIFFIN_CLOCK_FILE"] = str(self.file)
+        return env
 
     def sleep_until(self, instant: datetime) -> None:
         delay = self.real_time_at(instant) - time.time()

@@ -370,10 +370,16 @@ METRICS_WORKER_HOST = env_str("METRICS_WORKER_HOST", "127.0.0.1")
 # django-q2: the ORM broker on the default database, so an enqueue inside a transaction
 # commits or rolls back with the claim. job_runs owns retries: failures are acknowledged
 # and a task is attempted once by django-q2; its own scheduler is off (ours replaces it).
+# A cluster takes up to queue_limit tasks ahead of its workers (django-q2's default: the
+# workers squared), plus one its pusher holds; a taken task is handed out again once
+# `retry` real seconds pass without its acknowledgement, so retry must outlast its wait
+# behind those as well as its own run (simulate sets both from the clock's speed).
+_Q_WORKERS = env_int("Q_WORKERS", 2, minimum=1)
 Q_CLUSTER = {
     "name": "tiffin",
     "orm": "default",
-    "workers": env_int("Q_WORKERS", 2, minimum=1),
+    "workers": _Q_WORKERS,
+    "queue_limit": env_int("Q_QUEUE_LIMIT", _Q_WORKERS**2, minimum=1),
     "timeout": env_int("Q_TIMEOUT_SECONDS", 1800, minimum=1),
     "retry": env_int("Q_RETRY_SECONDS", 1860, minimum=2),
     "max_attempts": 1,

@@ -73,3 +73,30 @@ def test_a_clock_variable_that_is_not_a_finite_number_is_refused_by_name(acceler
     clock.reset()
     with pytest.raises(ImproperlyConfigured, match=variable):
         clock.now()
+
+
+@pytest.mark.django_db
+def test_a_clock_file_slows_the_process_and_the_database_clock_alike(accelerated, monkeypatch, tmp_path):
+    # simulate's governor: from 5 real seconds ago the clock ran at 6x, and from a real
+    # second hence it will run at 3x (announced ahead, so every process has read it).
+    path = tmp_path / "clock.json"
+    monkeypatch.setenv("TIFFIN_CLOCK_FILE", str(path))
+    slowed_real = time.time() - 5
+    slowed_at = START + timedelta(seconds=(slowed_real - (time.time() - 10)) * 60)  # 5 real s at 60x
+    later = time.time() + 1
+    segments = (
+        clock.ClockSegment(slowed_at, slowed_real, 6.0),
+        clock.ClockSegment(slowed_at + timedelta(seconds=(later - slowed_real) * 6), later, 3.0),
+    )
+    clock.write_segments(str(path), segments)
+    expected = slowed_at + timedelta(seconds=5 * 6)  # 300 s at 60x, then 5 real s at 6x
+    db_now, process_now = database_now(), clock.now()
+    assert abs(db_now - expected) < timedelta(seconds=3)
+    assert abs((process_now - db_now) - timedelta(seconds=3600)) < timedelta(seconds=3)
+    assert clock.real_seconds(60) == pytest.approx(10)
+    # The announced segment is in the statement already, and takes over at its anchor.
+    sql, _ = clock.database_now_sql(connection.vendor)
+    assert "CASE WHEN" in sql
+    time.sleep(max(0.0, later - time.time()) + 0.5)
+    assert clock.real_seconds(60) == pytest.approx(20)
+    assert abs(database_now() - segments[1].at(time.time())) < timedelta(seconds=2)

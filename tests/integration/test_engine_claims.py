@@ -10,6 +10,7 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django_q.brokers import get_broker
@@ -19,7 +20,7 @@ from django_q.tasks import async_task
 
 from orders.models import Restaurant
 from scheduling import queue, queue_bulk, services
-from scheduling.dispatch import tick_pass
+from scheduling.dispatch import runs_requeue_stale, tick_pass
 from scheduling.models import JobRun, JobRunEvent, RunStatus, Schedule, Trigger
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
@@ -255,3 +256,24 @@ def test_a_pass_with_no_silent_due_or_stale_runs_locks_no_run():
             report = tick_pass(now=T0 + timedelta(minutes=11))
     assert (report.abandoned, report.enqueued_due, report.requeued) == (0, 0, 0)
     assert not [q for q in queries.captured_queries if "FOR UPDATE" in q["sql"]]
+
+
+@pytest.mark.django_db
+def test_a_stale_run_whose_task_is_still_queued_is_not_requeued_and_one_without_a_task_is():
+    # Two runs left 'enqueued' past the requeue delay: one's task still waits in django-q2's
+    # queue table (behind a backlog: the broker will deliver it), the other's is gone (a
+    # task acknowledged without starting its run). Only the second gets another task.
+    with registry.replaced(make_job(cron="*/10 * * * *")):
+        schedules_register(now=T0)
+        tick_pass(now=T0 + timedelta(minutes=10))
+        tick_pass(now=T0 + timedelta(minutes=20))
+        waiting, lost = JobRun.objects.order_by("scheduled_for")
+        OrmQ.objects.all().delete()
+        queue.enqueue_runs(job_name=waiting.job_name, run_ids=[waiting.id])
+        assert queue.queued_run_ids(among=[waiting.id, lost.id]) == {waiting.id}
+        later = T0 + timedelta(minutes=20, seconds=settings.SCHEDULER_REQUEUE_AFTER_SECONDS + 1)
+        assert runs_requeue_stale(now=later) == 1
+    assert queue.queued_run_ids(among=[waiting.id, lost.id]) == {waiting.id, lost.id}
+    assert queue.queued_run_ids(among=[lost.id]) == {lost.id}
+    assert OrmQ.objects.count() == 2
+    assert list(JobRunEvent.objects.filter(kind="requeued").values_list("run_id", flat=True)) == [lost.id]

@@ -161,7 +161,10 @@ class Command(TiffinCommand):
         log_dir.mkdir(parents=True, exist_ok=True)  # make demo's db/demo-logs on a fresh clone
         say = (lambda line: print(line, file=sys.stderr)) if options["json"] else self.stdout.write
         real = plan.duration.total_seconds() / plan.speed
-        say(f"simulating {plan.duration} of {plan.start:%Y-%m-%d %H:%M} UTC onwards in about {real:.0f} s")
+        say(
+            f"simulating {plan.duration} of {plan.start:%Y-%m-%d %H:%M} UTC onwards in about {real:.0f} s "
+            "(longer if the processes lag the clock: it is then slowed)"
+        )
         if chaos is not None:
             for line in chaos.lines():
                 say(line)
@@ -188,6 +191,8 @@ class Command(TiffinCommand):
             self.stdout.write(json.dumps(data, indent=2, default=str))
         else:
             self.stdout.write("\n".join(render_text(report, plan, outcome, log_dir, pooled=options["pooler"])))
+        if outcome.stopped_by is not None:  # SIGTERM or Ctrl-C: the report is out, exit as the signal asked
+            raise SystemExit(outcome.stopped_by)
         if not report.ok:
             raise CommandError(f"{len(report.problems)} invariants broke (logs in {log_dir})", returncode=1)
 
@@ -357,7 +362,9 @@ def _latest_sunday_evening() -> datetime:
 
 def _process_problems(outcome: SimulationOutcome) -> list[str]:
     problems = [f"process {name} exited on its own" for name in outcome.crashed]
-    if not outcome.drained:
+    if outcome.unsettled:
+        problems.append(f"did not settle: {outcome.unsettled}")
+    elif not outcome.drained:
         problems.append("runs still in flight after a minute in which none finished, once the schedulers stopped")
     return problems
 
@@ -375,7 +382,15 @@ def _plan_json(plan: SimulationPlan, outcome: SimulationOutcome, *, pooled: bool
         },
         "faults": [record.line() for record in outcome.faults],
         "fault_stories": [record.story() for record in outcome.faults],
+        "clock": _clock_json(plan, outcome),
+        "unsettled": outcome.unsettled,
     }
+
+
+def _clock_json(plan: SimulationPlan, outcome: SimulationOutcome) -> dict[str, Any]:
+    if outcome.governor is None:
+        return {"asked_speed": plan.speed}
+    return outcome.governor.as_json(outcome.simulated_span(plan.start), ended=outcome.ended_real)
 
 
 def render_text(
@@ -387,6 +402,12 @@ def render_text(
         f"{plan.servers} servers x {plan.workers} workers, scheduler clocks within +-{plan.skew:g} s"
         + (", every process behind PgBouncer (transaction mode)" if pooled else ""),
         *_fault_lines(outcome),
+        *(
+            [outcome.governor.line(outcome.simulated_span(plan.start), ended=outcome.ended_real)]
+            if outcome.governor
+            else []
+        ),
+        *([f"Did not settle: {outcome.unsettled}"] if outcome.unsettled else []),
         "",
         f"  {'job':<26}{'ticks':>7}{'ran':>6}  {'skipped (reason)':<30}{'missed':>7}",
         *(_job_line(ticks) for ticks in sorted(report.jobs, key=lambda t: t.job_name)),
@@ -397,7 +418,7 @@ def render_text(
         *_payout_lines(report),
         *_money_lines(report),
         *_order_lines(report),
-        _lateness_line(report, plan),
+        _lateness_line(report, plan, outcome),
         "Recovery: " + ", ".join(f"{n} {what.replace('_', ' ')}" for what, n in report.recovery.items()),
         "",
     ]
@@ -406,6 +427,12 @@ def render_text(
     else:
         lines += ["INVARIANTS BROKEN:", *(f"  {problem}" for problem in report.problems), f"Logs: {log_dir}"]
     return lines
+
+
+def _clock_lines(plan: SimulationPlan, outcome: SimulationOutcome) -> list[str]:
+    if outcome.governor is None:
+        return []
+    return [outcome.governor.line(outcome.simulated_span(plan.start), ended=outcome.ended_real)]
 
 
 def _fault_lines(outcome: SimulationOutcome) -> list[str]:
@@ -478,11 +505,18 @@ def _order_lines(report: SimulationReport) -> list[str]:
     ]
 
 
-def _lateness_line(report: SimulationReport, plan: SimulationPlan) -> str:
+def _lateness_line(report: SimulationReport, plan: SimulationPlan, outcome: SimulationOutcome) -> str:
     late = report.lateness
     if not late:
         return "Lateness: no cron run started"
-    real = f"{late['p99'] / plan.speed * 1000:.0f} ms real"
+    # In real time at the clock's effective speed (the governor may have slowed it).
+    effective = (
+        outcome.governor.effective_speed(outcome.simulated_span(plan.start), ended=outcome.ended_real)
+        if outcome.governor
+        else 0.0
+    )
+    speed = effective or plan.speed  # a run stopped before its clock started has none
+    real = f"{late['p99'] / speed * 1000:.0f} ms real at {speed:.0f}x"
     return (
         f"Lateness of {late['runs']:.0f} cron runs (start - tick, simulated): p50 {late['p50']:.1f} s, "
         f"p99 {late['p99']:.1f} s ({real}), max {late['max']:.1f} s"
