@@ -123,10 +123,12 @@ def due_offset(i: int, n: int, horizon: float) -> float:
 
 
 def lead_seconds(mode: str, n: int) -> float:
-    """A generous estimate of the backlog's insertion time on this machine (the second rush
-    starts no earlier than this after the insertion starts, so no backlog run is overdue)."""
-    per_second = {"project": 8_000.0, "procrastinate": 4_000.0, "celery": 1_500.0}[mode]
-    return n / per_second + 20.0
+    """A generous estimate of the backlog's insertion time on this machine, busy (the
+    backlog starts falling due this long after its insertion starts and the second rush
+    waits for it, so no backlog run is overdue when the rush starts; a million of the
+    project's took 194 s at a load average of 13, so 8,000 a second was not generous)."""
+    per_second = {"project": 4_000.0, "procrastinate": 2_000.0, "celery": 600.0}[mode]
+    return n / per_second + 30.0
 
 
 @dataclass
