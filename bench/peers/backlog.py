@@ -372,7 +372,7 @@ def _on_backlog(
     """Insert the backlog (the worker's memory sampled from before it), then the rush on top."""
     memory = Memory()
     redis_before = redis_used() if mode == "celery" else None
-    start_at = time.time() + lead_seconds(mode, n)
+    start_at = time.time() + (args.lead if args.lead is not None else lead_seconds(mode, n))
     due_from = start_at + args.backlog_from
     out = logs / "fill.json"
     with Sampler(worker, memory):
@@ -383,8 +383,12 @@ def _on_backlog(
             raise SystemExit(f"the backlog's insertion failed:\n{filler.tail()}")
         filled = json.loads(out.read_text())
     print(f"{LABELS[mode]}: {n:,} backlog runs inserted in {filled['seconds']:.0f} s", flush=True)
-    # The rush starts when the backlog starts falling due (or at once, if its insertion overran).
+    if args.analyze:
+        sql_run(url, "ANALYZE")  # statistics that see the backlog, as autovacuum's would
+    # The rush starts when the backlog starts falling due (or at once, if its insertion overran);
+    # the phase's CPU is counted from 3 s before it, as the first phase's, not over the wait.
     start_at = max(start_at, time.time() + LEAD)
+    base._sleep_until(start_at - 3.0)
     phase = _rush(mode, args, "on backlog", url, worker, env, started, logs, start_at=start_at, memory=memory)
     phase.result["fill_seconds"] = filled["seconds"]
     phase.result["overdue_at_start"] = max(start_at - due_from, 0.0)
@@ -490,7 +494,14 @@ def report(args: argparse.Namespace, sides: dict[str, list[Phase]]) -> Report:
              f"rush's start; each rush had until {args.drain:g} s after its last deadline (then missed)")  # fmt: skip
     rep.note("RSS: the worker process and every process it started, summed (shared pages in each); largest: "
              "its largest process; start and end of the second phase bracket the backlog's insertion")  # fmt: skip
-    rep.note("the backlog's rows are not analysed (autovacuum is off on this server); the worker lives through both")
+    rep.note(
+        (
+            "the database is analysed after the backlog's insertion"
+            if args.analyze
+            else "the backlog's rows are not analysed (autovacuum is off on this server)"
+        )
+        + "; the worker lives through both phases"
+    )
     rep.note("measured on a shared 2-core machine: placers, workers, PostgreSQL and Redis compete for the CPUs")
     return rep
 
@@ -520,6 +531,8 @@ def argument_parser() -> argparse.ArgumentParser:
     for action in parser._actions:
         if action.dest == "rate":
             action.default, action.help = 200.0, "the rush's orders per second"
+    parser.add_argument("--lead", type=float, help="seconds from the insertion's start to the backlog's first due")
+    parser.add_argument("--analyze", action="store_true", help="ANALYZE the side's database after the insertion")
     parser.add_argument("--keep", action="store_true", help="keep the databases (dropped by default: gigabytes)")
     parser.add_argument("--fill", nargs=6, help=argparse.SUPPRESS)
     return parser
