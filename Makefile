@@ -11,7 +11,7 @@ SQLITE_TEST_URL := sqlite:///db/tiffin-test.sqlite3
 # Drop and create the database of the postgres:// URL $(1), for a recipe that starts from an empty one.
 database_fresh = psql "$(dir $(1))postgres" -qc 'DROP DATABASE IF EXISTS $(notdir $(1)) WITH (FORCE)' -c 'CREATE DATABASE $(notdir $(1))'
 
-.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare compare-keys bench bench-large bench-history bench-peers compare-peers bench-replication soak chaos up browser-deps prometheus-deps failover-deps failover test-failover clean
+.PHONY: help venv demo demo-jobs screenshots test lint typecheck test-postgres test-sqlite scenarios scenario-deps compare compare-keys bench bench-large bench-history bench-peers bench-backlog compare-peers bench-replication soak chaos up browser-deps prometheus-deps failover-deps failover test-failover clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -234,6 +234,18 @@ $(PEERS_STAMP): requirements.txt requirements-dev.txt requirements-peers.txt
 bench-peers: $(PEERS_STAMP) scenario-deps ## Benchmark 3 beside procrastinate and Celery, in .venv-peers (docs/benchmark-peers.md; ~10 min)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	exec $(PEERS_VENV)/bin/python -m bench.peers.cancellations $(PEERS_ARGS)
+
+# Benchmark 3 under a backlog (docs/benchmark-peers.md, "Under a backlog"): BACKLOG runs due
+# over the next hour inserted up front, then the rush on top, beside the rush alone, in
+# .venv-peers. PEER_BACKLOG for procrastinate and Celery (Celery holds every ETA task in
+# its worker's memory: about 8 KiB each). Its databases are dropped at the end.
+# More options in BACKLOG_ARGS, e.g. --only project --only celery or --rate 100.
+BACKLOG ?= 1000000
+PEER_BACKLOG ?= 100000
+BACKLOG_ARGS ?= --only project --only procrastinate --only celery
+bench-backlog: $(PEERS_STAMP) scenario-deps ## Benchmark 3 on a backlog of a million runs due over the next hour, beside the rush alone (~15 min)
+	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
+	exec $(PEERS_VENV)/bin/python -m bench.peers.backlog --backlog $(BACKLOG) --peer-backlog $(PEER_BACKLOG) $(BACKLOG_ARGS)
 
 # The alternatives table with the real tools (docs/alternatives.md, "The real tools"):
 # celery beat on every server, beat with celery-redbeat's lock, django-q2's schedules on
