@@ -337,11 +337,13 @@ def runs_requeue_stale(*, now: datetime) -> int:
     before the start committed) and the head of a ``queue`` job whose predecessor's
     hand-off was lost. A duplicate delivery is harmless: the start is conditional.
 
-    A run whose task is still in django-q2's queue table is not requeued: it is waiting
-    for a worker (behind a backlog, or in a cluster's hands), and the broker delivers it.
-    Requeuing it anyway made a loaded machine's backlog grow with every pass: an
-    accelerated simulation at 480x had 1,282 queue rows for 202 waiting runs after
-    4,860 requeues (simulate --chaos 7319 --duration 2h --speed 480, load average 12).
+    A run whose task still waits in django-q2's queue table, not yet taken by a cluster,
+    is not requeued: the broker delivers it. Requeuing it anyway made a loaded machine's
+    backlog grow with every pass: an accelerated simulation at 480x had 1,282 queue rows
+    for 202 waiting runs after 4,860 requeues (simulate --chaos 7319 --duration 2h --speed
+    480, load average 12). A task a cluster took and never acknowledged (the cluster died,
+    or lost the database in a failover) is requeued: the broker would wait
+    ``Q_RETRY_SECONDS`` to hand it out again (``make failover`` found cancellations stuck).
     """
     cutoff = now - timedelta(seconds=settings.SCHEDULER_REQUEUE_AFTER_SECONDS)
     with transaction.atomic():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+from django.utils import timezone
 from django_q.brokers import get_broker
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
@@ -29,15 +30,20 @@ def task_name(job_name: str, run_ids: Sequence[int]) -> str:
 
 
 def queued_run_ids(among: Collection[int]) -> set[int] | None:
-    """Those of ``among`` a task in django-q2's queue table will still deliver: waiting to
-    be taken, or taken by a cluster and not yet acknowledged (its lock runs out after
-    ``Q_CLUSTER['retry']`` and the broker hands it out again). None with a broker whose
-    queue cannot be read here (another broker, sync mode)."""
+    """Those of ``among`` whose task waits in django-q2's queue table for a cluster to take
+    it: the broker hands it out at its next fetch. A task a cluster has taken and not
+    acknowledged is not counted: if that cluster died, or lost the database in a failover,
+    the broker hands the task out again only after ``Q_CLUSTER['retry']`` (half an hour by
+    default), so its run is requeued as any stale run. None with a broker whose queue
+    cannot be read here (another broker, sync mode)."""
     broker = get_broker()
     if Conf.SYNC or type(broker) is not ORM:
         return None
+    # The broker's own test (its queue_size): a task is taken by moving its lock ahead to
+    # when it may be handed out again (now + retry); one still waiting has a lock not ahead.
+    payloads = OrmQ.objects.using(Conf.ORM).filter(key=broker.list_key, lock__lte=timezone.now())
     wanted, found = set(among), set[int]()
-    for payload in OrmQ.objects.using(Conf.ORM).filter(key=broker.list_key).values_list("payload", flat=True):
+    for payload in payloads.values_list("payload", flat=True):
         try:
             task = SignedPackage.loads(payload)
         except (TypeError, BadSignature):  # django-q2 itself fails such a package

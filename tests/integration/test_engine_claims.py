@@ -13,6 +13,7 @@ import pytest
 from django.conf import settings
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from django_q.brokers import get_broker
 from django_q.models import OrmQ
 from django_q.signals import pre_enqueue
@@ -277,3 +278,20 @@ def test_a_stale_run_whose_task_is_still_queued_is_not_requeued_and_one_without_
     assert queue.queued_run_ids(among=[lost.id]) == {lost.id}
     assert OrmQ.objects.count() == 2
     assert list(JobRunEvent.objects.filter(kind="requeued").values_list("run_id", flat=True)) == [lost.id]
+
+
+@pytest.mark.django_db
+def test_a_stale_run_whose_task_a_cluster_took_and_never_acknowledged_is_requeued():
+    # A failover: a worker's cluster took the task (django-q2 moves its lock ahead) and
+    # lost the database before starting the run or acknowledging the task. The broker
+    # would hand it out again only after Q_RETRY_SECONDS; the scheduler requeues the run.
+    with registry.replaced(make_job(cron="*/10 * * * *")):
+        schedules_register(now=T0)
+        tick_pass(now=T0 + timedelta(minutes=10))
+        (run,) = JobRun.objects.all()
+        assert queue.queued_run_ids(among=[run.id]) == {run.id}
+        OrmQ.objects.update(lock=timezone.now() + timedelta(seconds=60))  # taken: dequeue moves the lock ahead
+        assert queue.queued_run_ids(among=[run.id]) == set()
+        later = T0 + timedelta(minutes=10, seconds=settings.SCHEDULER_REQUEUE_AFTER_SECONDS + 1)
+        assert runs_requeue_stale(now=later) == 1
+    assert list(JobRunEvent.objects.filter(kind="requeued").values_list("run_id", flat=True)) == [run.id]

@@ -118,6 +118,10 @@ ORDERS_LATE = (
     "(o.status = 'placed' AND o.placed_at + %(timeout)s < %(end)s) OR (o.status = 'cancelled' "
     "AND o.cancelled_at > greatest(o.placed_at + %(timeout)s, %(recovered)s) + %(bound)s))"
 )
+# A run whose task a worker's cluster took and lost with the old primary (never started,
+# never acknowledged) is requeued after SCHEDULER_REQUEUE_AFTER_SECONDS (the fleet's
+# default, simulated seconds): its order may be that much later still.
+REQUEUE_AFTER_SECONDS = 600
 RUSH_CANCELLED_BEFORE = 5  # the kill waits for this many of the rush's orders cancelled
 ORDERS_MOST_LATE = (  # simulated seconds past the deadline, of the latest cancellation
     "SELECT coalesce(max(extract(epoch FROM o.cancelled_at - (o.placed_at + %s))), 0) FROM orders_order o "
@@ -129,7 +133,8 @@ TRANSFERS_SENT = "SELECT count(*) FILTER (WHERE status = 'sent'), count(*) FROM 
 ORDERS_NOTE = (
     "orders late: still placed past the deadline at the end, or cancelled later past the deadline (or past the "
     "new primary's first claim, if that came after the deadline) than allowed: twice the worst lateness before "
-    "the kill, at least two simulated minutes; 'latest' is the latest cancellation's minutes past its deadline"
+    "the kill (at least two simulated minutes) plus the requeue delay of a run whose task was lost in a worker's "
+    "hands (10 min); 'latest' is the latest cancellation's minutes past its deadline"
 )
 
 
@@ -443,7 +448,7 @@ def measure(mode: str, faults: str, exercised: Exercised, sandbox: RunningSandbo
     highest_old = max(snapshot.tokens, default=0)
     timeout = timedelta(seconds=ORDER_TIMEOUT_SECONDS)
     [(before,)] = new_db.rows(LATENESS_BEFORE, {"timeout": timeout, "killed": killed})
-    bound = timedelta(seconds=max(2 * float(before), LATENESS_FLOOR_SECONDS))
+    bound = timedelta(seconds=max(2 * float(before), LATENESS_FLOOR_SECONDS) + REQUEUE_AFTER_SECONDS)
     print(f"{mode}: /healthz after the kill: {exercised.web.story(exercised.killed_at)}", file=sys.stderr)
     late = {"timeout": timeout, "end": exercised.end, "recovered": exercised.recovered, "bound": bound}
     [(orders_late,)] = new_db.rows(ORDERS_LATE, late)
