@@ -109,7 +109,7 @@ LATENESS_BEFORE = (
     "SELECT coalesce(max(extract(epoch FROM o.cancelled_at - (o.placed_at + %(timeout)s))), 0) FROM orders_order o "
     "WHERE o.customer_ref LIKE 'rush-%%' AND o.status = 'cancelled' AND o.placed_at + %(timeout)s < %(killed)s"
 )
-LATENESS_FLOOR_SECONDS = 120.0  # two simulated minutes: about two scheduler passes at 60x
+LATENESS_FLOOR_SECONDS = 300.0  # five simulated minutes: the safety net's period, five real seconds at 60x
 # An order is late when it is still placed past its deadline at the end, or when it was
 # cancelled later than the allowance past its deadline, or past the new primary's first
 # claim if that came after the deadline: the failover may delay an order by the outage.
@@ -133,7 +133,7 @@ TRANSFERS_SENT = "SELECT count(*) FILTER (WHERE status = 'sent'), count(*) FROM 
 ORDERS_NOTE = (
     "orders late: still placed past the deadline at the end, or cancelled later past the deadline (or past the "
     "new primary's first claim, if that came after the deadline) than allowed: twice the worst lateness before "
-    "the kill (at least two simulated minutes) plus the requeue delay of a run whose task was lost in a worker's "
+    "the kill (at least five simulated minutes) plus the requeue delay of a run whose task was lost in a worker's "
     "hands (10 min); 'latest' is the latest cancellation's minutes past its deadline"
 )
 
