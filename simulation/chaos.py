@@ -39,7 +39,7 @@ from django.db import close_old_connections, connection
 from django.db.models import Max, Min, QuerySet
 
 from payouts.models import PAYOUT_JOB
-from scheduling import cron
+from scheduling import cron, queries
 from scheduling.models import JobRun, JobRunEvent, RunStatus, Trigger
 from scheduling.sql import FENCE_COUNTER_BITS
 from simulation.probe_jobs import SETTLEMENT_TIMEOUT_SECONDS
@@ -124,9 +124,8 @@ COMMIT_TIMEOUT_HOLD_MS = round(SIMULATED_PROVIDER_TIMEOUT_SECONDS * 2000)
 # Real seconds a leader kill waits for a writable primary on a new timeline (Patroni's loop
 # is 10 s, its TTL 30 s; a loaded machine adds to both).
 LEADER_WAIT_SECONDS = 180.0
-# The fencing tokens' epoch (scheduling.queries.NEXT_FENCE): the timeline of the current WAL.
-_TIMELINE = "SELECT ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint"
-_LAST_EVENT = "(SELECT coalesce(max(id), 0) FROM job_run_events)"
+# The newest event (its id): what a promotion's story counts from.
+_LAST_EVENT = "SELECT coalesce(max(id), 0) FROM job_run_events"
 
 
 # Injected even when the injector reaches them only in the quiet end: nothing to recover.
@@ -790,7 +789,8 @@ class ChaosSimulation(Simulation):
         meanwhile, until a writable primary answers on a new timeline. Its story: whether the
         tokens went up across it (``_fences_across``)."""
         with _own_connection() as conn:
-            data_directory, timeline = _one(conn, f"SELECT current_setting('data_directory'), ({_TIMELINE})")
+            (data_directory,) = _one(conn, "SELECT current_setting('data_directory')")
+            timeline = _one(conn, queries.FENCE_STATE)[0]  # the fencing tokens' epoch
         postmaster = int((Path(data_directory) / "postmaster.pid").read_text().split()[0])
         killed, began = self.clock.now(), time.monotonic()
         os.kill(postmaster, signal.SIGKILL)
@@ -800,7 +800,7 @@ class ChaosSimulation(Simulation):
         def promoted() -> bool:
             try:
                 with _own_connection() as conn:
-                    found[:] = [int(value) for value in _one(conn, f"SELECT ({_TIMELINE}), {_LAST_EVENT}")]
+                    found[:] = [int(_one(conn, queries.FENCE_STATE)[0]), int(_one(conn, _LAST_EVENT)[0])]
             except psycopg.Error:
                 return False
             return bool(found[0] != timeline)

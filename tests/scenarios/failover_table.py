@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -77,6 +76,7 @@ from tests.scenarios.harness import (
     PostgresServer,
     Scenario,
     ScenarioDatabase,
+    manage_at,
 )
 
 DATABASE = "tiffin_failover_table"
@@ -599,15 +599,7 @@ def _migrate(url: str) -> None:
 
 
 def _manage(url: str, *args: str) -> None:
-    done = subprocess.run(
-        [sys.executable, str(PROJECT_DIR / "manage.py"), *args],
-        env={**os.environ, **PROCESS_ENVIRONMENT, "DATABASE_URL": url},
-        cwd=PROJECT_DIR,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = manage_at(url, *args)
     if done.returncode != 0:
         raise RuntimeError(f"manage.py {args[0]} failed:\n{done.stderr}")
 

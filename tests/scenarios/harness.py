@@ -40,6 +40,20 @@ STALL_SECONDS = 30.0
 BOOT_STALL_SECONDS = 2 * STALL_SECONDS
 
 
+def manage_at(url: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run ``manage.py <args>`` to completion against the database at ``url`` (a cluster's
+    multi-host URL, before any fleet exists), with the scenarios' process environment."""
+    return subprocess.run(
+        [sys.executable, str(PROJECT_DIR / "manage.py"), *args],
+        env={**os.environ, **PROCESS_ENVIRONMENT, "DATABASE_URL": url},
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 @dataclass(frozen=True)
 class PostgresServer:
     host: str

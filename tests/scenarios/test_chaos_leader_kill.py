@@ -13,9 +13,7 @@ of the old primary's.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,8 +21,7 @@ from typing import Any
 import pytest
 
 from simulation.chaos import ChaosKind, chaos_schedule
-from support.processes import PROJECT_DIR
-from tests.scenarios.harness import PROCESS_ENVIRONMENT
+from tests.scenarios.harness import manage_at
 from tests.scenarios.patroni_cluster import patroni_cluster
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(600)]
@@ -61,15 +58,7 @@ def test_a_seeded_chaos_run_with_the_primary_killed_keeps_every_invariant(tmp_pa
 
 
 def _manage(url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, str(PROJECT_DIR / "manage.py"), *args],
-        env={**os.environ, **PROCESS_ENVIRONMENT, "DATABASE_URL": url},
-        cwd=PROJECT_DIR,
-        capture_output=True,
-        text=True,
-        timeout=540,
-        check=False,
-    )
+    done = manage_at(url, *args, timeout=540)
     if check:
         assert done.returncode == 0, done.stderr
     return done
