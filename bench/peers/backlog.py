@@ -52,18 +52,14 @@ from bench.common import (
     Child,
     Report,
     Row,
-    child_env,
     child_start,
     children,
-    database_create,
     database_drop,
     fmt,
-    manage,
     percentile,
     sql_run,
 )
 from bench.peers import cancellations as peers
-from bench.peers.record import STARTS_TABLE
 from support.processes import descendants
 
 NAME = "cancellations_backlog"
@@ -305,22 +301,8 @@ def redis_used() -> int:
 
 
 def side(mode: str, args: argparse.Namespace) -> list[Phase]:
-    url = database_create(f"{NAME}_{mode}")
-    sql_run(
-        url,
-        "INSERT INTO orders_restaurant (name, timezone, commission_rate, onboarded_at, is_active) "
-        "SELECT 'Bench restaurant ' || i, 'Asia/Kolkata', 0.15, now(), true FROM generate_series(1, %s) AS i",
-        [base.RESTAURANTS],
-    )
-    sql_run(url, STARTS_TABLE)
-    if mode == "procrastinate":
-        manage("migrate", "--noinput", "--verbosity", "0", "--skip-checks", url=url,
-               DJANGO_SETTINGS_MODULE=peers.SETTINGS[mode])  # fmt: skip
-    if mode == "celery":
-        _redis_flush()
+    url, env = peers.side_prepare(mode, NAME)
     n = args.backlog if mode == "project" else args.peer_backlog
-    env = child_env(url, ORDER_ACCEPT_TIMEOUT_SECONDS=str(base.TIMEOUT_SECONDS), DATABASE_CONN_MAX_AGE="60",
-                    DJANGO_SETTINGS_MODULE=peers.SETTINGS[mode])  # fmt: skip
     phases: list[Phase] = []
     try:
         with children(f"{NAME}-{mode}") as (started, logs):
@@ -333,18 +315,10 @@ def side(mode: str, args: argparse.Namespace) -> list[Phase]:
             print(f"{LABELS[mode]} on a backlog of {n:,}: {_line(phases[-1])}", flush=True)
     finally:
         if mode == "celery":
-            _redis_flush()
+            peers.redis_flush()
         if not args.keep:
             database_drop(f"{NAME}_{mode}")
     return phases
-
-
-def _redis_flush() -> None:
-    import redis
-
-    from bench.peers.celery_app import REDIS_URL
-
-    redis.Redis.from_url(REDIS_URL).flushdb()
 
 
 def _rush(

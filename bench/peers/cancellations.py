@@ -179,9 +179,11 @@ class RssSampler:
 # --- One side ---------------------------------------------------------------------------
 
 
-def side(mode: str, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Step the rate up on one side (stopping after a step that missed), then the kill step."""
-    url = database_create(f"{NAME}_{mode}")
+def side_prepare(mode: str, name: str) -> tuple[str, dict[str, str]]:
+    """A fresh database ``{name}_{mode}`` with the restaurants and the starts table, the
+    peer's own tables (procrastinate) or an empty Redis (Celery); its URL and the worker's
+    and placers' environment."""
+    url = database_create(f"{name}_{mode}")
     sql_run(
         url,
         "INSERT INTO orders_restaurant (name, timezone, commission_rate, onboarded_at, is_active) "
@@ -193,13 +195,23 @@ def side(mode: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         manage("migrate", "--noinput", "--verbosity", "0", "--skip-checks", url=url,
                DJANGO_SETTINGS_MODULE=SETTINGS[mode])  # fmt: skip
     if mode == "celery":
-        import redis
-
-        from bench.peers.celery_app import REDIS_URL
-
-        redis.Redis.from_url(REDIS_URL).flushdb()
+        redis_flush()
     env = child_env(url, ORDER_ACCEPT_TIMEOUT_SECONDS=str(base.TIMEOUT_SECONDS), DATABASE_CONN_MAX_AGE="60",
                     DJANGO_SETTINGS_MODULE=SETTINGS[mode])  # fmt: skip
+    return url, env
+
+
+def redis_flush() -> None:
+    import redis
+
+    from bench.peers.celery_app import REDIS_URL
+
+    redis.Redis.from_url(REDIS_URL).flushdb()
+
+
+def side(mode: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Step the rate up on one side (stopping after a step that missed), then the kill step."""
+    url, env = side_prepare(mode, NAME)
     results: list[dict[str, Any]] = []
     with children(f"{NAME}-{mode}") as (started, logs):
         holder = [child_start("worker", worker_command(mode, args), env=env, logs=logs)]
