@@ -28,7 +28,7 @@ from typing import Any
 
 import psycopg
 
-from bench.common import Report, Row, database_create, django_setup, sql_run, sql_value
+from bench.common import Report, Row, database_create, django_setup, sql_run, sql_value, tables_truncate
 
 NAME = "claim_contention"
 JOB = "bench-claim"
@@ -103,7 +103,7 @@ def race(mode: str, url: str, *, processes: int, ticks: int) -> tuple[float, int
 
 
 def reset(url: str) -> None:
-    sql_run(url, f"TRUNCATE job_run_events, job_runs, django_q_ormq, {REFERENCE_TABLE} CASCADE")
+    tables_truncate(url, f"job_run_events, job_runs, django_q_ormq, {REFERENCE_TABLE} CASCADE")
 
 
 def main() -> int:

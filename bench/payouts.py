@@ -39,8 +39,6 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
 from bench.common import (
     ROOT,
     Report,
@@ -55,6 +53,7 @@ from bench.common import (
     official_run,
     sql_run,
     sql_value,
+    tables_truncate,
 )
 from bench.curves import (
     RATIO_GOAL,
@@ -350,13 +349,6 @@ def weekly_point(url: str, args: argparse.Namespace, delay: timedelta, name: str
     return Point(size=args.size, units=args.size, project=best, reference=math.nan, extra={**extra, "rounds": rounds})
 
 
-def ledger_truncate(url: str, tables: str) -> None:
-    """Empty ``tables`` between rounds on the benchmark's own database: the ledger's
-    TRUNCATE guard (payouts/0010_ledger_truncate_guard) lets through a session that says so."""
-    with psycopg.connect(url, autocommit=True, options="-c tiffin.ledger_wipe=on") as conn:
-        conn.execute(f"TRUNCATE {tables}".encode())
-
-
 def catch_up_point(url: str, args: argparse.Namespace, delay: timedelta) -> Point:
     """The catch-up of WEEKS unpaid weeks: reference and project alternating, each's best
     round; the rows compared; the naive loop on a tenth of the restaurants (up to 10,000)."""
@@ -366,12 +358,12 @@ def catch_up_point(url: str, args: argparse.Namespace, delay: timedelta) -> Poin
     sql_run(url, f"CREATE TABLE {REFERENCE_TABLE} (LIKE payouts_payout INCLUDING ALL)")
     m: dict[str, Any] = {"generated": generated, "reference": math.inf, "project": math.inf}
     for _ in range(args.rounds):
-        ledger_truncate(url, f"{REFERENCE_TABLE}, {LEDGER_TABLES}, job_run_events, job_runs, job_fences CASCADE")
+        tables_truncate(url, f"{REFERENCE_TABLE}, {LEDGER_TABLES}, job_run_events, job_runs, job_fences CASCADE")
         run_id = sql_value(url, REFERENCE_RUN, {"as_of": AS_OF})  # untimed, as the project's claim is not
         params = {"as_of": AS_OF, "delay": delay, "job_run_id": run_id, "fence": 1}
         m["reference"] = min(m["reference"], sql_run(url, REFERENCE_INSERT, params))
         sql_run(url, f"INSERT INTO {REFERENCE_TABLE} SELECT * FROM payouts_payout")
-        ledger_truncate(url, LEDGER_TABLES)
+        tables_truncate(url, LEDGER_TABLES)
         seconds, m["status"] = project_run()
         m["project"] = min(m["project"], seconds)
     m["rows"] = {t: sql_value(url, f"SELECT count(*) FROM {t}") for t in ("payouts_payout", REFERENCE_TABLE)}
