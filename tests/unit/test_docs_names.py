@@ -4,8 +4,7 @@ not a reader's first hour.
 Checked: the README's newcomer path (each module it links, and every identifier it names
 beside that link), ``ctx.<name>`` on the handler's context, ``@job(...)``'s keyword
 arguments, ``manage.py <command>``, ``make <target>``, ``python -m bench.<module>``, and
-every link to a file of the repository. docs/benchmark-history.md is left out of the name
-checks (it records code as it was on its dates), not out of the link check.
+every link to a file of the repository.
 """
 
 from __future__ import annotations
@@ -23,8 +22,6 @@ from scheduling.registry import job
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 PAGES = [README, ROOT / "BENCHMARKS.md", *sorted((ROOT / "docs").glob("*.md"))]
-HISTORY = ROOT / "docs" / "benchmark-history.md"
-TEACHING = [page for page in PAGES if page != HISTORY]
 
 
 def occurrences(pattern: str, pages: list[Path]) -> list[tuple[str, str]]:
@@ -72,7 +69,7 @@ def test_every_name_on_the_readme_path_is_in_the_module_it_is_listed_under():
 
 
 def test_every_ctx_attribute_the_docs_use_exists_on_the_run_context():
-    used = occurrences(r"\bctx\.([a-z_]+)", TEACHING)
+    used = occurrences(r"\bctx\.([a-z_]+)", PAGES)
     assert used, "the docs no longer show ctx.<name>: update this test"
     missing = sorted({f"ctx.{name} ({page})" for name, page in used if not hasattr(RunContext, name)})
     assert not missing, "the docs use context attributes that do not exist: " + ", ".join(missing)
@@ -80,7 +77,7 @@ def test_every_ctx_attribute_the_docs_use_exists_on_the_run_context():
 
 def test_every_job_keyword_the_docs_use_is_a_parameter_of_job():
     parameters = set(inspect.signature(job).parameters)
-    calls = occurrences(r"@job\(([^)]*)\)", TEACHING)
+    calls = occurrences(r"@job\(([^)]*)\)", PAGES)
     keywords = [(keyword, page) for call, page in calls for keyword in re.findall(r"\b([a-z_]+)=", call)]
     assert keywords, "the docs no longer show @job(keyword=...): update this test"
     missing = sorted({f"{keyword} ({page})" for keyword, page in keywords if keyword not in parameters})
@@ -89,7 +86,7 @@ def test_every_job_keyword_the_docs_use_is_a_parameter_of_job():
 
 def test_every_management_command_the_docs_name_exists():
     commands = set(get_commands())
-    named = occurrences(r"manage\.py\s+([a-z_]+)", TEACHING)
+    named = occurrences(r"manage\.py\s+([a-z_]+)", PAGES)
     table = occurrences(r"^\| `([a-z_]+)[ `]", [ROOT / "docs" / "commands.md"])
     missing = sorted({f"{name} ({page})" for name, page in [*named, *table] if name not in commands})
     assert not missing, "the docs name management commands that do not exist: " + ", ".join(missing)
@@ -103,7 +100,7 @@ def test_every_make_target_the_docs_name_exists():
 
 
 def test_every_benchmark_module_the_docs_run_exists():
-    named = occurrences(r"python -m bench\.([a-z_]+(?:\.[a-z_]+)*)", TEACHING)
+    named = occurrences(r"python -m bench\.([a-z_]+(?:\.[a-z_]+)*)", PAGES)
     missing = sorted(
         {
             f"bench.{name} ({page})"
