@@ -1,6 +1,6 @@
 """What the apps' hand-written SQL shares: the one way it runs (``fetch``, ``execute``,
 on ``default_connection`` where a hot path reads the connection often), its parameters
-(``adapt``, ``array``), an id list (``id_in``), rows read back as model instances
+(``adapt``, ``array``, ``json_instant``), an id list (``id_in``), rows read back as model instances
 (``columns_of``, ``fetch_instances``), and JIT turned off for a transaction (``jit_off``).
 
 It is also where the apps' SQL asks which database it is on (``_postgresql``), so their
@@ -55,6 +55,13 @@ def array(values: Iterable[Any]) -> Any:
     """A list as one parameter: an array on PostgreSQL (``= ANY(%(ids)s::bigint[])``), JSON
     text on SQLite, which has no arrays (``IN (SELECT value FROM json_each(%(ids)s))``)."""
     return list(values) if _postgresql() else json.dumps(list(values))
+
+
+def json_instant(moment: datetime) -> str:
+    """An instant inside a JSON parameter, in the form the backend compares with a stored
+    one: ISO 8601 with its offset for PostgreSQL's timestamptz, the naive UTC text the ORM
+    stores on SQLite."""
+    return moment.isoformat() if _postgresql() else str(adapt(moment))
 
 
 def on_sqlite(twin: FunctionT) -> Callable[[FunctionT], FunctionT]:
