@@ -39,7 +39,7 @@ def events_write(runs: Sequence[JobRun], *, kind: str, now: datetime, message: s
     if not runs:
         return
     stored = message[:2000]
-    if connection.vendor == "sqlite":  # no arrays there: one ORM row per event (seam: tiffin.db)
+    if connection.vendor == "sqlite":  # seam: SQLite has no arrays, so the ORM writes the rows there
         events = [
             JobRunEvent(
                 run_id=run.id,

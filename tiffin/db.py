@@ -41,7 +41,7 @@ def adapt(value: Any) -> Any:
 
 
 def _postgresql() -> bool:
-    # The one test of the backend behind these helpers: PostgreSQL, or else SQLite.
+    # seam: the one test of the backend behind these helpers (PostgreSQL, or else SQLite).
     return connection.vendor == "postgresql"
 
 
