@@ -3,7 +3,7 @@
 reads its own versions of some statements, under the same names, from
 ``scheduling.queries_sqlite`` (``_queries`` picks the module), and runs other code for the
 functions decorated ``on_sqlite`` (``scheduling.sql_sqlite``) or nothing for those that are
-``postgresql_only``: no function here asks which database it is on.
+``postgresql_only``: no function here tests ``connection.vendor``.
 
 Everything runs through ``tiffin.db.fetch`` or ``execute`` on Django's connection, so it
 joins the caller's transaction. Datetimes are adapted with the backend's own adapter, so a
