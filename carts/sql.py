@@ -68,7 +68,7 @@ def stale_batch_delete(*, cutoff: datetime, after_id: int, batch_size: int) -> S
     One statement, so the batch's ids never travel to the client and back
     (docs/benchmark-history.md)."""
     params = {"cutoff": cutoff, "after_id": after_id, "batch_size": batch_size}
-    if connection.vendor == "postgresql":
+    if connection.vendor == "postgresql":  # seam: SQLite has no data-modifying WITH (see above)
         last_id, picked, carts, items = fetch(STALE_BATCH_DELETE, params)[0]
         return StaleBatch(last_id=last_id, picked=picked, carts=carts, items=items)
     rows = fetch(

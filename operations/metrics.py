@@ -272,7 +272,7 @@ def fence_state() -> tuple[int, int]:
     """The epoch new tokens carry and the newest token's value on it: on PostgreSQL the
     primary's timeline and ``timeline * 2**40`` plus job_runs_fence_seq's last value; on
     SQLite epoch 0 and the counter row."""
-    if connection.vendor == "postgresql":
+    if connection.vendor == "postgresql":  # seam: the epoch is the timeline; SQLite's is 0
         with connection.cursor() as cursor:
             cursor.execute(queries.FENCE_STATE)
             epoch, counter = cursor.fetchone()

@@ -296,7 +296,7 @@ def failovers_check(*, window: CheckWindow) -> list[Problem]:
        older one: cut off by the failover and claimed again. (A claim whose commit never
        reached the standby left no row at all; the new primary claims that tick as new.)
     """
-    if connection.vendor != "postgresql":
+    if connection.vendor != "postgresql":  # seam: SQLite has no standby, so no failover
         return []
     epoch, _ = fence_state()
     FenceEpoch.objects.get_or_create(epoch=epoch, defaults={"first_seen_at": window.now})

@@ -16,7 +16,6 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import NOT_PROVIDED
 
 from orders.models import ORDER_SUBJECT_PREFIX, Order
@@ -30,8 +29,8 @@ def order_insert(*, restaurant_id: int, customer_ref: str, total: Decimal, place
     conn = default_connection()  # each field's preparation reads it
     given = (restaurant_id, customer_ref, total, placed_at)
     values = [field.get_db_prep_save(value, conn) for field, value in zip(_given_fields(), given, strict=True)]
-    values += _prepared_defaults(conn)
-    return SubjectInsert(sql=_insert_statement(conn.vendor), params=tuple(values), subject_prefix=ORDER_SUBJECT_PREFIX)
+    statement, defaults = _prepared(conn.vendor)  # seam: a cache key, not a branch
+    return SubjectInsert(sql=statement, params=(*values, *defaults), subject_prefix=ORDER_SUBJECT_PREFIX)
 
 
 def order_created(
@@ -64,22 +63,13 @@ def _defaulted_fields() -> tuple[Any, ...]:
     return found
 
 
-# Per backend: the defaults as each field prepares them for a save there.
-_PREPARED_DEFAULTS: dict[str, tuple[Any, ...]] = {}
-
-
-def _prepared_defaults(conn: BaseDatabaseWrapper) -> tuple[Any, ...]:
-    if conn.vendor not in _PREPARED_DEFAULTS:
-        _PREPARED_DEFAULTS[conn.vendor] = tuple(
-            field.get_db_prep_save(field.get_default(), conn) for field in _defaulted_fields()
-        )
-    return _PREPARED_DEFAULTS[conn.vendor]
-
-
 @functools.cache
-def _insert_statement(vendor: str) -> str:
-    # The vendor is part of the key only because quoting is the backend's. The columns are
-    # the given ones, then the defaulted ones, in the order of order_insert's values.
-    columns = ", ".join(default_connection().ops.quote_name(f.column) for f in _given_fields() + _defaulted_fields())
+def _prepared(vendor: str) -> tuple[str, tuple[Any, ...]]:
+    """The INSERT, its columns the given ones then the defaulted ones (in the order of
+    order_insert's values), and the defaults as each field prepares them for a save. Per
+    backend (``vendor`` is only the cache's key): the quoting and the preparation are its."""
+    conn = default_connection()
+    columns = ", ".join(conn.ops.quote_name(f.column) for f in _given_fields() + _defaulted_fields())
     placeholders = ", ".join(["%s"] * (len(_given_fields()) + len(_defaulted_fields())))
-    return f"INSERT INTO orders_order ({columns}) VALUES ({placeholders}) RETURNING id"
+    defaults = tuple(field.get_db_prep_save(field.get_default(), conn) for field in _defaulted_fields())
+    return f"INSERT INTO orders_order ({columns}) VALUES ({placeholders}) RETURNING id", defaults

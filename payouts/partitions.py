@@ -100,7 +100,7 @@ def partitions_ensure(*, now: datetime) -> list[str]:
     (none: nothing to do, not PostgreSQL, the lock not had in time, or rows in the future
     partition). Runs in a transaction of its own; inside the caller's, the lock of a split
     is held until that one ends."""
-    if connection.vendor != "postgresql":
+    if connection.vendor != "postgresql":  # seam: partitioning is PostgreSQL's
         return []
     with connection.cursor() as cursor:
         cursor.execute(_FUTURE_START)

@@ -264,7 +264,7 @@ def _ledger_truncate() -> None:
     """Empty the payouts and rate changes (append-only: row triggers refuse their DELETE).
     On PostgreSQL a statement trigger refuses TRUNCATE of them (migration
     payouts/0010_ledger_truncate_guard) unless the transaction says it is this wipe."""
-    if connection.vendor == "postgresql":
+    if connection.vendor == "postgresql":  # seam: the TRUNCATE guard is a PostgreSQL trigger
         with connection.cursor() as cursor:
             # Deferred foreign-key checks still pending in this transaction block a TRUNCATE.
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")

@@ -1,6 +1,7 @@
 """The payout SQL, run: ``payouts.queries`` holds the statements (what they compute, and
-why each clause is there); this module passes them their parameters, on PostgreSQL the
-main statements, on SQLite its own, and reads the rows back."""
+why each clause is there); this module passes them their parameters and reads the rows
+back. On SQLite the statements of the same names in ``payouts.queries_sqlite`` run
+(``_queries`` picks the module), and no lock is taken."""
 
 from __future__ import annotations
 
@@ -9,13 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from types import ModuleType
 from typing import Any
 
-from django.db import connection
-
-from payouts import queries
+from payouts import queries, queries_sqlite
 from payouts.weeks import BusinessWeek
-from tiffin.db import adapt, execute, fetch
+from tiffin.db import adapt, array, execute, fetch, json_instant, postgresql_only, statements
 from tiffin.money import CENT
 from tiffin.tz import TZDATA_VERSION
 
@@ -56,10 +56,15 @@ def payouts_insert_due(
     if not weeks:
         return []
     params = _params(batch=batch, weeks=weeks, job_run_id=job_run_id, fence=fence, now=now)
-    if _vendor() == "sqlite":
-        return [row[0] for row in fetch(queries.INSERT_DUE_PAYOUTS_SQLITE, params)]
+    _batch_lock(params)
+    return [row[0] for row in fetch(_queries().INSERT_DUE_PAYOUTS, params)]
+
+
+@postgresql_only
+def _batch_lock(params: dict[str, Any]) -> None:
+    """``queries.LOCK_BATCH``. SQLite's IMMEDIATE transactions (``tiffin.env``) already hold
+    its one write lock, so a delivery and a payout never interleave there."""
     execute(queries.LOCK_BATCH, params)
-    return [row[0] for row in fetch(queries.INSERT_DUE_PAYOUTS, params)]
 
 
 def payouts_select_due(*, batch: RestaurantBatch, weeks: Sequence[BusinessWeek]) -> list[DuePayout]:
@@ -67,13 +72,14 @@ def payouts_select_due(*, batch: RestaurantBatch, weeks: Sequence[BusinessWeek])
     if not weeks:
         return []
     params = _params(batch=batch, weeks=weeks, job_run_id=None, fence=None, now=None)
-    statement = queries.SELECT_DUE_PAYOUTS_SQLITE if _vendor() == "sqlite" else queries.SELECT_DUE_PAYOUTS
-    rows = fetch(statement, params)
+    rows = fetch(_queries().SELECT_DUE_PAYOUTS, params)
     return sorted((_due_payout(row) for row in rows), key=lambda d: (d.period_start, d.restaurant_id))
 
 
-def _vendor() -> str:
-    return "postgresql" if connection.vendor == "postgresql" else "sqlite"
+def _queries() -> ModuleType:
+    """The statements for this connection's database: ``payouts.queries`` on PostgreSQL,
+    ``payouts.queries_sqlite`` (the same names) on SQLite."""
+    return statements(queries, queries_sqlite)
 
 
 def _params(
@@ -84,13 +90,10 @@ def _params(
     fence: int | None,
     now: datetime | None,
 ) -> dict[str, Any]:
-    only: Any = None
-    if batch.only is not None:
-        only = list(batch.only) if _vendor() == "postgresql" else json.dumps(list(batch.only))
     return {
         "first_id": batch.first_id,
         "last_id": batch.last_id,
-        "only": only,
+        "only": None if batch.only is None else array(batch.only),
         "weeks": json.dumps(_weeks_json(weeks)),
         "tzdata_version": TZDATA_VERSION,
         "job_run_id": job_run_id,
@@ -100,11 +103,6 @@ def _params(
 
 
 def _weeks_json(weeks: Sequence[BusinessWeek]) -> list[dict[str, str]]:
-    # Instants in the form each backend compares with its stored values: ISO with offset
-    # for PostgreSQL's timestamptz, the ORM's naive UTC text for SQLite.
-    def instant(moment: datetime) -> str:
-        return moment.isoformat() if _vendor() == "postgresql" else str(adapt(moment))
-
     listed_from: dict[str, datetime] = {}
     for week in weeks:
         listed_from[week.timezone] = min(week.period_start, listed_from.get(week.timezone, week.period_start))
@@ -112,9 +110,9 @@ def _weeks_json(weeks: Sequence[BusinessWeek]) -> list[dict[str, str]]:
         {
             "zone": week.timezone,
             "week_start_local": week.week_start_local.isoformat(),
-            "period_start": instant(week.period_start),
-            "period_end": instant(week.period_end),
-            "listed_from": instant(listed_from[week.timezone]),
+            "period_start": json_instant(week.period_start),
+            "period_end": json_instant(week.period_end),
+            "listed_from": json_instant(listed_from[week.timezone]),
         }
         for week in weeks
     ]

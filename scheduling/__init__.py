@@ -1,7 +1,8 @@
 """The engine: clock-driven jobs claimed once in ``job_runs`` and run by django-q2 workers.
 
 It owns the declaration of jobs (``registry``), cron evaluation (``cron``), the claim and
-the enqueue (``dispatch``, ``queries``, ``sql``, ``queue``), the policies (``policies``),
+the enqueue (``dispatch``, ``queries``, ``sql``, ``queue``; SQLite's versions apart in
+``queries_sqlite`` and ``sql_sqlite``), the policies (``policies``),
 the start under a fencing token and the handler's context (``execution``, ``context``,
 ``fencing``), the end of a run (``transitions``), the scheduler loop (``loop``) and the
 pings to an outside monitor (``pings``). The README's "The engine in reading order" is

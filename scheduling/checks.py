@@ -83,7 +83,7 @@ def check_autovacuum(app_configs: Any = None, databases: Any = None, **kwargs: A
     warnings = []
     for alias in databases or ():
         connection = connections[alias]
-        if connection.vendor != "postgresql":
+        if connection.vendor != "postgresql":  # seam: autovacuum is PostgreSQL's
             continue
         with connection.cursor() as cursor:
             cursor.execute("SELECT current_setting('autovacuum')")

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import transaction
 
 from scheduling import cron, metrics, sql
-from scheduling.events import runs_log, runs_record
+from scheduling.events import claim_event_kind, runs_log, runs_record
 from scheduling.models import JobRun, RunStatus, Schedule, Trigger
 from scheduling.policies import PlannedTick, misfire_plan
 from scheduling.queue import queued_run_ids
@@ -225,7 +225,7 @@ def claim_rows_insert(rows: list[sql.ClaimRow], *, now: datetime, enqueue: bool 
 
 def claims_log(won: list[JobRun], *, now: datetime) -> None:
     """The log lines of the runs a claim won (their events were written with the claims)."""
-    for kind, runs in itertools.groupby(won, key=sql.claim_event_kind):
+    for kind, runs in itertools.groupby(won, key=claim_event_kind):
         runs_log(list(runs), kind=kind, now=now)
 
 

@@ -10,7 +10,7 @@ from datetime import datetime
 from django.db import connection
 
 from scheduling import queries
-from scheduling.models import JobRun, JobRunEvent
+from scheduling.models import JobRun, JobRunEvent, RunStatus
 from tiffin.db import execute
 
 logger = logging.getLogger("scheduling.runs")
@@ -28,13 +28,18 @@ def runs_record(runs: Sequence[JobRun], *, kind: str, now: datetime, message: st
     runs_log(runs, kind=kind, now=now, message=message)
 
 
+def claim_event_kind(run: JobRun) -> str:
+    """The event a won claim records: ``skipped`` for a tick claimed as skipped, else ``claimed``."""
+    return "skipped" if run.status == RunStatus.SKIPPED else "claimed"
+
+
 def events_write(runs: Sequence[JobRun], *, kind: str, now: datetime, message: str = "") -> None:
     """The event rows of ``runs_record`` alone, without the log lines: on PostgreSQL one
     INSERT of the runs as arrays (``queries.RECORD_EVENTS``)."""
     if not runs:
         return
     stored = message[:2000]
-    if connection.vendor == "sqlite":
+    if connection.vendor == "sqlite":  # seam: SQLite has no arrays, so the ORM writes the rows there
         events = [
             JobRunEvent(
                 run_id=run.id,

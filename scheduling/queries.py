@@ -14,8 +14,9 @@ generic plan of a prepared statement would scan job_runs instead (job_run_due ho
 ``('scheduled', 'failed', 'abandoned')``). ``tests/unit/test_queries.py`` checks every
 column list and status list here against the models.
 
-PostgreSQL runs these; SQLite, which has no arrays and no data-modifying CTE, takes the
-portable versions in ``scheduling.sql``, or its own versions, in the last section.
+PostgreSQL runs these. SQLite, which has no arrays and no data-modifying CTE, runs some as
+written (``FENCE_ADVANCE``, ``SCHEDULE_STATES``), its own versions of others under the same
+names (``scheduling.queries_sqlite``), and the ORM for the rest (``scheduling.sql_sqlite``).
 """
 
 # The claim: insert the runs (one array per column, element i of each is row i), skip every
@@ -247,64 +248,4 @@ SELECT due_at FROM job_runs
 WHERE status IN ('scheduled', 'failed', 'abandoned') AND due_at IS NOT NULL
   AND job_name = ANY(%(active)s::text[])
 ORDER BY due_at LIMIT 1
-"""
-
-# --- SQLite's own ---------------------------------------------------------------------
-
-# The claim on SQLite, which has no arrays: the rows as one JSON array of objects, one
-# key per column, each read with ->> (``WHERE true`` tells SQLite's parser the ON CONFLICT
-# is the INSERT's). Otherwise as CLAIM_RUNS, without the events, which the ORM writes after it.
-CLAIM_RUNS_SQLITE = """
-INSERT INTO job_runs (job_name, subject, scheduled_for, due_at, status, trigger, created_at,
-                      enqueued_at, finished_at, skip_reason, attempts, worker, error, overlap)
-SELECT value ->> 'job_name', value ->> 'subject', value ->> 'scheduled_for', value ->> 'due_at',
-       value ->> 'status', value ->> 'trigger', value ->> 'created_at', value ->> 'enqueued_at',
-       value ->> 'finished_at', value ->> 'skip_reason', value ->> 'attempts', value ->> 'worker',
-       value ->> 'error', value ->> 'overlap'
-FROM json_each(%(rows)s)
-WHERE true
-ON CONFLICT (job_name, subject, scheduled_for) DO NOTHING
-RETURNING id, job_name, subject, scheduled_for, due_at, status, trigger, attempts, fence, created_at,
-          enqueued_at, started_at, heartbeat_at, finished_at, worker, skip_reason, error, result, overlap
-"""
-
-# A new fencing token on SQLite, which has no standby: a one-row counter under the single
-# writer (epoch 0). An upsert, so a flushed table (manage.py flush, a test) starts again.
-NEXT_FENCE_SQLITE = """
-INSERT INTO job_fence_counter (id, value) VALUES (1, 1)
-ON CONFLICT (id) DO UPDATE SET value = job_fence_counter.value + 1
-RETURNING value
-"""
-
-# FIND_PASS_WORK on SQLite, which has no arrays: the job names as JSON arrays.
-FIND_PASS_WORK_SQLITE = """
-SELECT 'due', '', (
-    SELECT due_at FROM job_runs
-    WHERE status IN ('scheduled', 'failed', 'abandoned') AND due_at IS NOT NULL
-      AND job_name IN (SELECT value FROM json_each(%(active)s))
-    ORDER BY due_at LIMIT 1
-)
-UNION ALL
-SELECT 'running', job_name, MIN(started_at) FROM job_runs
-WHERE status = 'running' AND started_at < %(started_before)s
-GROUP BY job_name
-UNION ALL
-SELECT 'stale', '', NULL WHERE EXISTS (
-    SELECT 1 FROM job_runs
-    WHERE status = 'enqueued' AND enqueued_at < %(enqueued_before)s
-      AND job_name IN (SELECT value FROM json_each(%(declared)s))
-)
-"""
-
-# FIRST_DUE_AT on SQLite: the job names as a JSON array.
-FIRST_DUE_AT_SQLITE = """
-SELECT due_at FROM job_runs
-WHERE status IN ('scheduled', 'failed', 'abandoned') AND due_at IS NOT NULL
-  AND job_name IN (SELECT value FROM json_each(%(active)s))
-ORDER BY due_at LIMIT 1
-"""
-
-# JOB_OF_RUNS on SQLite: the ids as a JSON array.
-JOB_OF_RUNS_SQLITE = """
-SELECT job_name FROM job_runs WHERE id IN (SELECT value FROM json_each(%(run_ids)s)) LIMIT 1
 """

@@ -1,6 +1,9 @@
 """The engine's reads and writes that go past the ORM: each function runs one statement of
-``scheduling.queries`` on PostgreSQL, and on SQLite (no arrays, no data-modifying CTE) its
-portable version, in one ``if connection.vendor == "sqlite"`` branch at its top.
+``scheduling.queries``, as PostgreSQL runs it. SQLite (no arrays, no data-modifying CTE)
+reads its own versions of some statements, under the same names, from
+``scheduling.queries_sqlite`` (``_queries`` picks the module), and runs other code for the
+functions decorated ``on_sqlite`` (``scheduling.sql_sqlite``) or nothing for those that are
+``postgresql_only``: no function here tests ``connection.vendor``.
 
 Everything runs through ``tiffin.db.fetch`` or ``execute`` on Django's connection, so it
 joins the caller's transaction. Datetimes are adapted with the backend's own adapter, so a
@@ -12,21 +15,29 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from datetime import datetime
+from types import ModuleType
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, models, transaction
-from django.db.models import Q
 
-from scheduling import queries
-from scheduling.events import events_write
-from scheduling.models import DUE_STATUSES, FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
-from tiffin.db import adapt, execute, fetch, fetch_instances, id_in, instance_created, jit_off
+from scheduling import queries, queries_sqlite, sql_sqlite
+from scheduling.models import FINAL_STATUSES, JobRun
+from tiffin.db import (
+    array,
+    execute,
+    fetch,
+    fetch_instances,
+    id_in,
+    instance_created,
+    jit_off,
+    on_sqlite,
+    postgresql_only,
+    statements,
+)
 
 # The final statuses as SQL literals, for the prune's statements, which are still built here
 # (see scheduling.queries for why a partial index's statuses are never parameters).
@@ -58,33 +69,21 @@ class ClaimRow:
 CLAIM_COLUMNS = tuple(field.name for field in fields(ClaimRow))
 
 
+def _queries() -> ModuleType:
+    """The statements for this connection's database: ``scheduling.queries`` on PostgreSQL,
+    ``scheduling.queries_sqlite`` (the same names) on SQLite."""
+    return statements(queries, queries_sqlite)
+
+
+@on_sqlite(sql_sqlite.claim_runs)
 def claim_runs(rows: Sequence[ClaimRow]) -> list[JobRun]:
     """Insert the claim rows and, for the ones this caller won, their ``claimed`` (or
     ``skipped``) events; return the runs won (``queries.CLAIM_RUNS``: a row another server
     already holds returns nothing, so only the winner goes on to enqueue)."""
     if not rows:
         return []
-    if connection.vendor == "sqlite":
-        return _claim_runs_sqlite(rows)
     columns = {column: [getattr(row, column) for row in rows] for column in CLAIM_COLUMNS}
     return fetch_instances(JobRun, queries.CLAIM_RUNS, columns)
-
-
-def _claim_runs_sqlite(rows: Sequence[ClaimRow]) -> list[JobRun]:
-    """``claim_runs`` on SQLite: the claim (``queries.CLAIM_RUNS_SQLITE``), the rows as one
-    JSON array, each datetime as Django stores it there; then the events through the ORM."""
-    claims = [{column: adapt(getattr(row, column)) for column in CLAIM_COLUMNS} for row in rows]
-    runs = fetch_instances(JobRun, queries.CLAIM_RUNS_SQLITE, {"rows": json.dumps(claims)})
-    JobRunEvent.objects.bulk_create(
-        [JobRunEvent(run_id=run.id, at=run.created_at, kind=claim_event_kind(run), attempt=run.attempts,
-                     fence=run.fence, worker=run.worker) for run in runs]
-    )  # fmt: skip
-    return runs
-
-
-def claim_event_kind(run: JobRun) -> str:
-    """The event a won claim records: ``skipped`` for a tick claimed as skipped, else ``claimed``."""
-    return "skipped" if run.status == RunStatus.SKIPPED else "claimed"
 
 
 @dataclass(frozen=True)
@@ -102,6 +101,7 @@ class SubjectInsert:
     subject_prefix: str
 
 
+@on_sqlite(sql_sqlite.claim_run_with_subject)
 def claim_run_with_subject(row: ClaimRow, subject: SubjectInsert) -> tuple[tuple[Any, ...], JobRun | None]:
     """Insert a new subject's row and the claim of its run (``row``, whose ``subject`` is
     the prefix); return the subject's returned row and the run won (None if the claim
@@ -113,11 +113,6 @@ def claim_run_with_subject(row: ClaimRow, subject: SubjectInsert) -> tuple[tuple
     block would, so a failure leaves that transaction usable. Without a caller's
     transaction the rows are committed when the statement returns.
     """
-    if connection.vendor == "sqlite":
-        with transaction.atomic():
-            (inserted,) = fetch(subject.sql, subject.params)
-            won = claim_runs([replace(row, subject=f"{row.subject}{inserted[0]}")])
-        return tuple(inserted), (won[0] if won else None)
     params = [*subject.params, *(getattr(row, column) for column in CLAIM_COLUMNS)]
     statement = _claim_run_with_subject_statement(subject.sql)
     with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
@@ -137,20 +132,13 @@ def _claim_run_with_subject_statement(subject_sql: str) -> str:
     return queries.CLAIM_RUN_WITH_SUBJECT.format(subject_insert=subject_sql)
 
 
+@on_sqlite(sql_sqlite.enqueue_due_runs)
 def enqueue_due_runs(*, now: datetime, job_names: Sequence[str], limit: int) -> list[JobRun]:
     """Move up to ``limit`` runs of ``job_names`` that are due at ``now`` (delayed runs and
     retries) to enqueued, earliest due first, and write their ``enqueued`` events; return
     them as they now are, in that order (``queries.ENQUEUE_DUE_RUNS``: FOR UPDATE SKIP
     LOCKED, so several schedulers take disjoint rows). The caller enqueues their tasks in
     the same transaction."""
-    if connection.vendor == "sqlite":
-        due = Q(status__in=list(DUE_STATUSES), due_at__lte=now, job_name__in=list(job_names))
-        runs = list(JobRun.objects.select_for_update(skip_locked=True).filter(due).order_by("due_at")[:limit])
-        JobRun.objects.filter(id__in=[run.id for run in runs]).update(status=RunStatus.ENQUEUED, enqueued_at=now)
-        for run in runs:
-            run.status, run.enqueued_at = RunStatus.ENQUEUED, now
-        events_write(runs, kind="enqueued", now=now)
-        return runs
     params = {"now": now, "job_names": list(job_names), "limit": limit}
     return fetch_instances(JobRun, queries.ENQUEUE_DUE_RUNS, params)
 
@@ -158,13 +146,11 @@ def enqueue_due_runs(*, now: datetime, job_names: Sequence[str], limit: int) -> 
 def job_of_runs(run_ids: Sequence[int]) -> str | None:
     """The job of ``run_ids`` (runs of one job, as a task carries them), or None when none
     of them exists: one indexed read of one row."""
-    if connection.vendor == "sqlite":
-        rows = fetch(queries.JOB_OF_RUNS_SQLITE, {"run_ids": json.dumps([int(i) for i in run_ids])})
-    else:
-        rows = fetch(queries.JOB_OF_RUNS, {"run_ids": [int(i) for i in run_ids]})
+    rows = fetch(_queries().JOB_OF_RUNS, {"run_ids": array(int(i) for i in run_ids)})
     return rows[0][0] if rows else None
 
 
+@on_sqlite(sql_sqlite.start_runs)
 def start_runs(*, run_ids: Sequence[int], fence: int, now: datetime, worker: str) -> list[JobRun]:
     """Move those of ``run_ids`` still enqueued to running with ``fence`` (one more
     attempt each) and write their ``started`` events; return the runs started, in id
@@ -172,46 +158,21 @@ def start_runs(*, run_ids: Sequence[int], fence: int, now: datetime, worker: str
     of two workers starting the same runs, each row goes to one."""
     if not run_ids:
         return []
-    worker = worker[:200]
-    if connection.vendor == "sqlite":
-        JobRun.objects.filter(id__in=run_ids, status=RunStatus.ENQUEUED).update(
-            status=RunStatus.RUNNING, fence=fence, attempts=models.F("attempts") + 1, started_at=now,
-            heartbeat_at=now, finished_at=None, worker=worker,
-        )  # fmt: skip
-        started = list(JobRun.objects.filter(id__in=run_ids, fence=fence).order_by("id"))
-        events_write(started, kind="started", now=now)
-        return started
-    params = {"run_ids": list(run_ids), "fence": fence, "now": now, "worker": worker}
+    params = {"run_ids": list(run_ids), "fence": fence, "now": now, "worker": worker[:200]}
     return fetch_instances(JobRun, queries.START_RUNS, params)
 
 
+@on_sqlite(sql_sqlite.succeed_runs)
 def succeed_runs(runs: Sequence[JobRun], *, now: datetime, result: Any) -> set[int]:
     """Mark succeeded those of ``runs`` still running with the fence each holds; return
     their ids (the others were no longer their worker's): ``queries.SUCCEED_RUNS``."""
     if not runs:
         return set()
-    if connection.vendor == "sqlite":
-        ids = set(JobRun.objects.select_for_update().filter(_owned_by_fence(runs)).values_list("id", flat=True))
-        JobRun.objects.filter(id__in=ids).update(status=RunStatus.SUCCEEDED, finished_at=now, result=result, error="")
-        return ids
     params = {
         "run_ids": [run.id for run in runs], "fences": [run.fence for run in runs], "now": now,
         "result": JobRun._meta.get_field("result").get_db_prep_save(result, connection),
     }  # fmt: skip
     return {row[0] for row in fetch(queries.SUCCEED_RUNS, params)}
-
-
-def _owned_by_fence(runs: Sequence[JobRun]) -> Q:
-    """Each of ``runs`` still running with its fence: one condition per fence (a started
-    batch shares one)."""
-    condition = Q(pk__in=[])
-    for fence, group in itertools.groupby(sorted(runs, key=_fence_key), key=_fence_key):
-        condition |= Q(id__in=[run.id for run in group], status=RunStatus.RUNNING, fence=fence)
-    return condition
-
-
-def _fence_key(run: JobRun) -> int:
-    return run.fence if run.fence is not None else -1
 
 
 # A fencing token is an epoch and a counter in one bigint: epoch * 2**40 + counter
@@ -228,26 +189,22 @@ def fence_epoch(token: int) -> int:
 def next_fence() -> int:
     """A new fencing token: ``queries.NEXT_FENCE`` on PostgreSQL (never reused, greater
     than every token handed out before the last promotion, no lock held)."""
-    if connection.vendor == "sqlite":
-        return int(fetch(queries.NEXT_FENCE_SQLITE)[0][0])
-    return int(fetch(queries.NEXT_FENCE)[0][0])
+    return int(fetch(_queries().NEXT_FENCE)[0][0])
 
 
+@postgresql_only
 def lock_job(job_name: str) -> None:
     """Serialise overlap decisions for one job until the transaction ends
     (``queries.LOCK_JOB``). SQLite needs nothing: IMMEDIATE transactions already hold its
     single write lock."""
-    if connection.vendor == "sqlite":
-        return
     fetch(queries.LOCK_JOB, {"job_name": job_name})
 
 
+@on_sqlite(sql_sqlite.hold_run_if_current)
 def hold_run_if_current(run_id: int, fence: int) -> bool:
     """Share-lock the run's row until the caller's transaction ends if it is still running
     under ``fence`` (``queries.HOLD_RUN_IF_CURRENT``; SQLite locks the whole database for a
     write transaction anyway); return whether it is."""
-    if connection.vendor == "sqlite":
-        return JobRun.objects.filter(id=run_id, status=RunStatus.RUNNING, fence=fence).exists()
     return bool(fetch(queries.HOLD_RUN_IF_CURRENT, {"run_id": run_id, "fence": fence}))
 
 
@@ -347,13 +304,12 @@ def find_pass_work(
        job_run_enqueued_by_id: every enqueued run).
     """
     params = {
-        "active": _names(active),
+        "active": array(active),
         "started_before": started_before,
         "enqueued_before": enqueued_before,
-        "declared": _names(declared),
+        "declared": array(declared),
     }
-    statement = queries.FIND_PASS_WORK_SQLITE if connection.vendor == "sqlite" else queries.FIND_PASS_WORK
-    rows = fetch(statement, params)
+    rows = fetch(_queries().FIND_PASS_WORK, params)
     running = frozenset(name for kind, name, _ in rows if kind == "running")
     first_due = _instant(next((at for kind, _, at in rows if kind == "due"), None))
     due = first_due is not None and first_due <= due_by
@@ -367,14 +323,8 @@ def first_due_at(*, active: Sequence[str]) -> datetime | None:
     due runs (``queries.FIRST_DUE_AT``)."""
     if not active:
         return None
-    statement = queries.FIRST_DUE_AT_SQLITE if connection.vendor == "sqlite" else queries.FIRST_DUE_AT
-    rows = fetch(statement, {"active": _names(active)})
+    rows = fetch(_queries().FIRST_DUE_AT, {"active": array(active)})
     return _instant(rows[0][0]) if rows else None
-
-
-def _names(names: Sequence[str]) -> Any:
-    """A list of job names as one parameter: an array on PostgreSQL, JSON on SQLite."""
-    return json.dumps(list(names)) if connection.vendor == "sqlite" else list(names)
 
 
 # --- Retention (operations.retention) ------------------------------------------------------
@@ -468,7 +418,8 @@ def prunable_runs_pick(rule: PruneRule, *, after: tuple[Any, int] | None, limit:
     if after is not None:
         where += " AND (job_runs.finished_at, job_runs.id) > (%s, %s)"
         params += list(after)
-    lock = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
+    skip_locked = connection.features.has_select_for_update_skip_locked  # PostgreSQL's; SQLite has no row locks
+    lock = " FOR UPDATE SKIP LOCKED" if skip_locked else ""
     sql = (
         f"SELECT job_runs.finished_at, job_runs.id FROM job_runs WHERE {where}"
         f" ORDER BY job_runs.finished_at, job_runs.id LIMIT %s{lock}"

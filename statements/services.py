@@ -105,7 +105,7 @@ def statements_create_for_payouts(*, restaurant_ids: Sequence[int], written_at: 
         )
         for values in payouts
     ]
-    if connection.vendor == "postgresql":
+    if connection.vendor == "postgresql":  # seam: one INSERT of arrays; SQLite has none
         pending, waiting = StatementStatus.PENDING, StatementStatus.WAITING_RECIPIENT
         return sql.statements_insert(rows=rows, written_at=written_at, pending=pending, waiting=waiting)
     Statement.objects.bulk_create(_statement_model(row, now=written_at) for row in rows)

@@ -89,7 +89,7 @@ def rows_estimate(queryset: QuerySet[Any]) -> int | None:
     run); None on a backend without one. The estimate comes from the statistics ANALYZE
     (and autovacuum) keep in pg_class and pg_statistic."""
     connection = connections[queryset.db]
-    if connection.vendor != "postgresql":
+    if connection.vendor != "postgresql":  # seam: SQLite keeps no planner statistics to read
         return None
     sql, params = queryset.order_by().query.sql_with_params()
     with connection.cursor() as cursor:

@@ -201,45 +201,54 @@ _SQLITE_FORMAT = "'%%Y-%%m-%%d %%H:%%M:%%f'"
 
 
 def database_now_sql(vendor: str, *, minus_seconds: float = 0.0) -> tuple[str, list[Any]]:
-    """SQL for the database's "now", ``minus_seconds`` earlier, and its parameters.
-
-    PostgreSQL: ``statement_timestamp()``, the start of the current statement. Not
-    ``now()``, which is the start of the transaction and lags inside a long one; not
-    ``clock_timestamp()``, which is volatile: evaluated again for every row, it cannot
-    bound an index scan and would give each row of one UPDATE its own instant.
-
-    SQLite: its own ``'now'`` (fixed for the duration of a statement, to the
-    millisecond), which is the operating system's clock of the machine the processes
-    share: SQLite has no server of its own.
+    """SQL for the database's "now", ``minus_seconds`` earlier, and its parameters, on the
+    backend ``vendor`` (``postgresql``: ``_postgresql_now_sql``, ``sqlite``: ``_sqlite_now_sql``).
 
     On an accelerated clock (``TIFFIN_CLOCK_START``), ``start + (db_now - anchor) * speed``
     from the same variables as ``now()``, without ``TIFFIN_CLOCK_SKEW``.
     """
-    simulated = _simulated()
-    if vendor == "postgresql":
-        if simulated is None:
-            return "(statement_timestamp() - %s * interval '1 second')", [minus_seconds]
-        return _piecewise(
-            simulated,
-            lambda segment: (
-                "(%s::timestamptz + (statement_timestamp() - to_timestamp(%s)) * %s - %s * interval '1 second')",
-                [segment.start, segment.anchor, segment.speed, minus_seconds],
-            ),
-            lambda anchor: ("statement_timestamp() >= to_timestamp(%s)", [anchor]),
-        )
-    if vendor == "sqlite":
-        # In production the same formula with start 0, anchor 0 and speed 1: the OS clock.
-        def sqlite(segment: ClockSegment | None) -> tuple[str, list[Any]]:
-            start, anchor, speed = (
-                (segment.start.timestamp(), segment.anchor, segment.speed) if segment else (0.0, 0.0, 1.0)
-            )
-            sql = f"strftime({_SQLITE_FORMAT}, %s + ({_SQLITE_EPOCH_SECONDS} - %s) * %s - %s, 'unixepoch')"
-            return sql, [float(start), float(anchor), float(speed), minus_seconds]
+    backend_sql = _NOW_SQL.get(vendor)
+    if backend_sql is None:
+        raise NotImplementedError(f"no database clock for the {vendor} backend")
+    return backend_sql(_simulated(), minus_seconds)
 
-        if simulated is None:
-            return sqlite(None)
-        return _piecewise(simulated, sqlite, lambda anchor: (f"{_SQLITE_EPOCH_SECONDS} >= %s", [float(anchor)]))
-    raise NotImplementedError(f"no database clock for the {vendor} backend")
+
+def _postgresql_now_sql(simulated: SimulatedClock | None, minus_seconds: float) -> tuple[str, list[Any]]:
+    """``statement_timestamp()``, the start of the current statement. Not ``now()``, which is
+    the start of the transaction and lags inside a long one; not ``clock_timestamp()``,
+    which is volatile: evaluated again for every row, it cannot bound an index scan and
+    would give each row of one UPDATE its own instant."""
+    if simulated is None:
+        return "(statement_timestamp() - %s * interval '1 second')", [minus_seconds]
+    return _piecewise(
+        simulated,
+        lambda segment: (
+            "(%s::timestamptz + (statement_timestamp() - to_timestamp(%s)) * %s - %s * interval '1 second')",
+            [segment.start, segment.anchor, segment.speed, minus_seconds],
+        ),
+        lambda anchor: ("statement_timestamp() >= to_timestamp(%s)", [anchor]),
+    )
+
+
+def _sqlite_now_sql(simulated: SimulatedClock | None, minus_seconds: float) -> tuple[str, list[Any]]:
+    """SQLite's own ``'now'`` (fixed for the duration of a statement, to the millisecond),
+    which is the operating system's clock of the machine the processes share: SQLite has
+    no server of its own."""
+
+    # In production the same formula with start 0, anchor 0 and speed 1: the OS clock.
+    def sqlite(segment: ClockSegment | None) -> tuple[str, list[Any]]:
+        start, anchor, speed = (
+            (segment.start.timestamp(), segment.anchor, segment.speed) if segment else (0.0, 0.0, 1.0)
+        )
+        sql = f"strftime({_SQLITE_FORMAT}, %s + ({_SQLITE_EPOCH_SECONDS} - %s) * %s - %s, 'unixepoch')"
+        return sql, [float(start), float(anchor), float(speed), minus_seconds]
+
+    if simulated is None:
+        return sqlite(None)
+    return _piecewise(simulated, sqlite, lambda anchor: (f"{_SQLITE_EPOCH_SECONDS} >= %s", [float(anchor)]))
+
+
+_NOW_SQL = {"postgresql": _postgresql_now_sql, "sqlite": _sqlite_now_sql}
 
 
 def _piecewise(
@@ -275,4 +284,5 @@ class DatabaseNow(Expression):
         self.minus_seconds = float(minus_seconds)
 
     def as_sql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper) -> tuple[str, list[Any]]:
+        # seam: the compiling connection's backend (Django hands it in), the clock's one.
         return database_now_sql(connection.vendor, minus_seconds=self.minus_seconds)

@@ -34,6 +34,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 def install(*, connection: BaseDatabaseWrapper, **_: Any) -> None:
     """``connection_created`` receiver: register the UTC loader on a new PostgreSQL
     connection when Django reads its timestamps as UTC."""
+    # seam: the loader is psycopg's, so PostgreSQL's connections only
     if connection.vendor != "postgresql" or connection.timezone is not UTC:
         return
     loader = _utc_loader()

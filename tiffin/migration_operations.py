@@ -23,7 +23,7 @@ def on_postgresql(sql: str) -> Callable[[Apps, BaseDatabaseSchemaEditor], None]:
     """A RunPython function that runs ``sql`` on PostgreSQL and does nothing elsewhere."""
 
     def run(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-        if schema_editor.connection.vendor == "postgresql":
+        if _on_postgresql(schema_editor):
             # No parameters: the SQL's % signs are PL/pgSQL's, not placeholders.
             with schema_editor.connection.cursor() as cursor:
                 cursor.execute(sql)
@@ -31,8 +31,13 @@ def on_postgresql(sql: str) -> Callable[[Apps, BaseDatabaseSchemaEditor], None]:
     return run
 
 
+def _on_postgresql(schema_editor: BaseDatabaseSchemaEditor) -> bool:
+    # seam: the migrating connection's backend; each operation here differs on PostgreSQL only.
+    return schema_editor.connection.vendor == "postgresql"
+
+
 def _concurrently(schema_editor: Any) -> dict[str, bool]:
-    return {"concurrently": True} if schema_editor.connection.vendor == "postgresql" else {}
+    return {"concurrently": True} if _on_postgresql(schema_editor) else {}
 
 
 class AddIndexConcurrentlyOnPostgres(migrations.AddIndex):
@@ -80,7 +85,7 @@ class AddCheckConstraintNotValidOnPostgres(migrations.AddConstraint):
         model = to_state.apps.get_model(app_label, self.model_name)
         if not self.allow_migrate_model(schema_editor.connection.alias, model):
             return
-        if schema_editor.connection.vendor != "postgresql":
+        if not _on_postgresql(schema_editor):
             schema_editor.add_constraint(model, self.constraint)
             return
         schema_editor.execute(f"{self.constraint.create_sql(model, schema_editor)} NOT VALID")

@@ -78,7 +78,7 @@ def transfers_create_for_payouts(*, restaurant_ids: Sequence[int], written_at: d
         return 0
     ids = sorted(set(restaurant_ids))
     currency = settings.PAYMENT_CURRENCY
-    if connection.vendor != "postgresql":
+    if connection.vendor != "postgresql":  # seam: SQLite has no arrays; the ORM builds the rows
         return _transfers_create_orm(restaurant_ids=ids, written_at=written_at, currency=currency)
     scale = 10 ** minor_unit_exponent(currency)
     inexact = sql.transfers_inexact_first(restaurant_ids=ids, written_at=written_at, scale=scale)

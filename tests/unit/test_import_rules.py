@@ -156,3 +156,17 @@ def test_the_shared_outbox_imports_neither_outbox_nor_any_business_app():
     modules = package_sources("outbox")
     assert "outbox.services" in modules
     assert violations(modules, forbidden=(*BUSINESS_APPS, "transfers", "statements")) == []
+
+
+def test_only_an_apps_sql_picks_its_sqlite_versions():
+    """SQLite's statements and code (``<app>/queries_sqlite.py``, ``<app>/sql_sqlite.py``) sit
+    apart from PostgreSQL's main path: the app's ``sql`` module picks them (through
+    ``tiffin.db``), and nothing else of the product reads them."""
+    versions = sorted(ROOT.glob("*/*_sqlite.py"))
+    assert {path.parent.name for path in versions} >= {"scheduling", "payouts"}
+    modules = {name: text for package in PRODUCT for name, text in package_sources(package).items()}
+    for path in versions:
+        app, version = path.parent.name, f"{path.parent.name}.{path.stem}"
+        readers = {f"{app}.sql", *(f"{app}.{other.stem}" for other in versions if other.parent.name == app)}
+        others = {name: text for name, text in modules.items() if name not in readers}
+        assert violations(others, forbidden=(version,)) == []

@@ -1,9 +1,10 @@
-"""The payout statements, read from ``payouts.queries`` itself: a change to the money SQL is
-a change to that module in review. These check what a reviewer of such a change could
-miss: the dry run selects exactly what the INSERT writes, the INSERT writes the model's
-columns (one expression each) and its arbiter is the model's unique constraint, the lock
-takes the batch the INSERT pays, and every parameter a statement names is one
-``payouts.sql`` passes. Each backend's statements run in tests/integration/test_payouts.py."""
+"""The payout statements, read from ``payouts.queries`` and ``payouts.queries_sqlite``
+themselves: a change to the money SQL is a change to those modules in review. These check
+what a reviewer of such a change could miss: the dry run selects exactly what the INSERT
+writes, the INSERT writes the model's columns (one expression each) and its arbiter is the
+model's unique constraint, the lock takes the batch the INSERT pays, and every parameter a
+statement names is one ``payouts.sql`` passes. Each backend's statements run in
+tests/integration/test_payouts.py."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import textwrap
 from datetime import UTC, date, datetime
 
 import pytest
+from django.db import connection
 from django.db.models import UniqueConstraint
 
-from payouts import queries, sql
+from payouts import queries, queries_sqlite, sql
 from payouts.models import Payout
 from payouts.weeks import BusinessWeek
 
@@ -24,7 +26,7 @@ WEEK = BusinessWeek(
 # Each backend's payout statement and its dry run.
 STATEMENTS = {
     "postgresql": (queries.INSERT_DUE_PAYOUTS, queries.SELECT_DUE_PAYOUTS),
-    "sqlite": (queries.INSERT_DUE_PAYOUTS_SQLITE, queries.SELECT_DUE_PAYOUTS_SQLITE),
+    "sqlite": (queries_sqlite.INSERT_DUE_PAYOUTS, queries_sqlite.SELECT_DUE_PAYOUTS),
 }
 VENDORS = list(STATEMENTS)
 
@@ -97,7 +99,7 @@ def test_the_lock_takes_the_restaurants_the_insert_pays_in_id_order():
 
 @pytest.mark.parametrize("vendor", VENDORS)
 def test_every_parameter_the_statements_name_is_passed(vendor, monkeypatch):
-    monkeypatch.setattr(sql, "_vendor", lambda: vendor)
+    monkeypatch.setattr(connection, "vendor", vendor)  # the parameters' form is the backend's
     params = sql._params(batch=sql.RestaurantBatch(1, 9), weeks=[WEEK], job_run_id=None, fence=None, now=None)
     statements = [*STATEMENTS[vendor], *([queries.LOCK_BATCH] if vendor == "postgresql" else [])]
     for statement in statements:

@@ -1,11 +1,11 @@
-"""The statements of scheduling.queries are written out by hand: each column list and
-status list in them must be the one the code around them reads."""
+"""The statements of scheduling.queries and scheduling.queries_sqlite are written out by
+hand: each column list and status list in them must be the one the code around them reads."""
 
 from __future__ import annotations
 
 import re
 
-from scheduling import queries
+from scheduling import queries, queries_sqlite
 from scheduling.models import DUE_STATUSES, JobRun
 from scheduling.sql import CLAIM_COLUMNS, SCHEDULE_DECLARED_COLUMNS
 
@@ -20,7 +20,7 @@ def test_every_statement_returning_runs_returns_every_column_in_the_models_order
     # tiffin.db.fetch_instances reads every column of a run (the model's, in its field order).
     whole = {
         "CLAIM_RUNS": queries.CLAIM_RUNS,
-        "CLAIM_RUNS_SQLITE": queries.CLAIM_RUNS_SQLITE,
+        "queries_sqlite.CLAIM_RUNS": queries_sqlite.CLAIM_RUNS,
         "ENQUEUE_DUE_RUNS": queries.ENQUEUE_DUE_RUNS,
         "START_RUNS": queries.START_RUNS,
     }
@@ -33,12 +33,12 @@ def test_every_statement_returning_runs_returns_every_column_in_the_models_order
 
 def test_every_claim_inserts_the_claim_rows_columns_in_their_order():
     # The claim with a subject passes its values positionally, in ClaimRow's field order.
-    for statement in (queries.CLAIM_RUNS, queries.CLAIM_RUN_WITH_SUBJECT, queries.CLAIM_RUNS_SQLITE):
+    for statement in (queries.CLAIM_RUNS, queries.CLAIM_RUN_WITH_SUBJECT, queries_sqlite.CLAIM_RUNS):
         (listed,) = re.findall(r"INSERT INTO job_runs \((.*?)\)", statement, re.S)
         assert _names(listed) == list(CLAIM_COLUMNS)
     (arrays,) = re.findall(r"unnest\((.*?)\n    \)", queries.CLAIM_RUNS, re.S)
     assert re.findall(r"%\((\w+)\)s", arrays) == list(CLAIM_COLUMNS)
-    (keys,) = re.findall(r"SELECT (value.*?)\nFROM", queries.CLAIM_RUNS_SQLITE, re.S)
+    (keys,) = re.findall(r"SELECT (value.*?)\nFROM", queries_sqlite.CLAIM_RUNS, re.S)
     assert re.findall(r"value ->> '(\w+)'", keys) == list(CLAIM_COLUMNS)
     (positional,) = re.findall(r"VALUES \((.*)\)\n", queries.CLAIM_RUN_WITH_SUBJECT)
     assert positional.count("%s") == len(CLAIM_COLUMNS)
@@ -46,7 +46,7 @@ def test_every_claim_inserts_the_claim_rows_columns_in_their_order():
 
 def test_the_due_statuses_are_the_partial_index_ones():
     due_reads = [queries.ENQUEUE_DUE_RUNS, queries.FIND_PASS_WORK, queries.FIRST_DUE_AT]
-    for statement in [*due_reads, queries.FIND_PASS_WORK_SQLITE, queries.FIRST_DUE_AT_SQLITE]:
+    for statement in [*due_reads, queries_sqlite.FIND_PASS_WORK, queries_sqlite.FIRST_DUE_AT]:
         (listed,) = re.findall(r"status IN \((.*?)\)", statement)
         assert [name.strip("'") for name in _names(listed)] == list(DUE_STATUSES)
 
@@ -59,8 +59,8 @@ def test_the_sqlite_pass_reads_are_the_postgresql_ones_but_for_the_job_name_list
         return " ".join(listed.split())
 
     for postgresql, sqlite in [
-        (queries.FIND_PASS_WORK, queries.FIND_PASS_WORK_SQLITE),
-        (queries.FIRST_DUE_AT, queries.FIRST_DUE_AT_SQLITE),
+        (queries.FIND_PASS_WORK, queries_sqlite.FIND_PASS_WORK),
+        (queries.FIRST_DUE_AT, queries_sqlite.FIRST_DUE_AT),
     ]:
         assert as_array(sqlite) == " ".join(postgresql.split())
 
