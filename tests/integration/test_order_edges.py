@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import time_machine
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.urls import reverse
 
 from orders.admin import RateChangeForm
@@ -38,7 +38,7 @@ from payouts.selectors import ledger_problems
 from payouts.services import payouts_pay_due
 from tests.database_clock import database_clock_at
 from tests.fences import TokenOnly
-from tests.locks import wait_until_blocked
+from tests.locks import in_thread, wait_until_blocked
 
 ONBOARDED = datetime(2027, 3, 1, tzinfo=UTC)  # a Monday
 PLACED_AT = datetime(2027, 3, 3, 12, tzinfo=UTC)
@@ -54,30 +54,6 @@ def accepted_order(place: Restaurant) -> Order:
     order = order_place(restaurant=place, customer_ref="c", total=Decimal("12.00"), now=PLACED_AT)
     with database_clock_at(PLACED_AT + timedelta(minutes=1)):
         return order_accept(order_id=order.pk, now=PLACED_AT + timedelta(minutes=1))
-
-
-def in_thread(work: Any, *, hold: threading.Event | None = None) -> tuple[threading.Thread, threading.Event, list[Any]]:
-    """Run ``work()`` in a transaction on a connection of its own; with ``hold``, keep the
-    transaction (and its locks) open until it is set. Returns the thread, a 'has run'
-    event and what ``work`` returned or raised."""
-    done, outcome = threading.Event(), []
-
-    def run() -> None:
-        try:
-            with transaction.atomic():
-                outcome.append(work())
-                done.set()
-                if hold is not None:
-                    hold.wait(timeout=30)
-        except Exception as error:
-            outcome.append(error)
-        finally:
-            done.set()
-            connection.close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, done, outcome
 
 
 def pay_the_week() -> int:
