@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # tiffin.clock imports Django's ORM: the chaos table and the guardian run without it
     from tiffin.clock import SimulatedClock
@@ -266,6 +266,35 @@ def stop_group(
     popen.wait(timeout=KILL_WAIT_SECONDS)
     _wait_group_gone(pgid, time.monotonic() + KILL_WAIT_SECONDS)
     return code
+
+
+def run_in_group(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    stdout: IO[bytes],
+    stderr: IO[bytes],
+    grace: float,
+    timeout: float | None = None,
+) -> int:
+    """Run ``args`` to its end from the project directory, leading a process group of its own
+    with no stdin, its output to the files ``stdout`` and ``stderr`` (no pipe to drain while
+    it stops); return its exit code. However the wait ends (the child's end, ``timeout``, an
+    exception such as the SystemExit ``sigterm_exits`` makes of a SIGTERM), the group is
+    stopped first (``stop_group`` with ``grace``)."""
+    process = subprocess.Popen(
+        list(args),
+        env=dict(env),
+        cwd=PROJECT_DIR,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        start_new_session=True,
+    )
+    try:
+        return process.wait(timeout=timeout)
+    finally:
+        stop_group(process, grace=grace)
 
 
 def proc_stat(pid: int) -> list[str]:
