@@ -268,20 +268,20 @@ def stop_group(
     return code
 
 
-def run_in_group(
+@contextlib.contextmanager
+def in_group(
     args: Sequence[str],
     *,
     env: Mapping[str, str],
-    stdout: IO[bytes],
-    stderr: IO[bytes],
     grace: float,
-    timeout: float | None = None,
-) -> int:
-    """Run ``args`` to its end from the project directory, leading a process group of its own
-    with no stdin, its output to the files ``stdout`` and ``stderr`` (no pipe to drain while
-    it stops); return its exit code. However the wait ends (the child's end, ``timeout``, an
+    stdout: IO[bytes] | int = subprocess.DEVNULL,
+    stderr: IO[bytes] | int = subprocess.DEVNULL,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``args`` running from the project directory for the block, leading a process group of
+    its own with no stdin, its output to the files ``stdout`` and ``stderr`` (no pipe to
+    drain while it stops; none by default). However the block ends (the child's end, an
     exception such as the SystemExit ``sigterm_exits`` makes of a SIGTERM), the group is
-    stopped first (``stop_group`` with ``grace``)."""
+    stopped (``stop_group`` with ``grace``)."""
     process = subprocess.Popen(
         list(args),
         env=dict(env),
@@ -292,9 +292,23 @@ def run_in_group(
         start_new_session=True,
     )
     try:
-        return process.wait(timeout=timeout)
+        yield process
     finally:
         stop_group(process, grace=grace)
+
+
+def run_in_group(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    stdout: IO[bytes],
+    stderr: IO[bytes],
+    grace: float,
+    timeout: float | None = None,
+) -> int:
+    """``args`` run to its end ``in_group``, or until ``timeout`` (TimeoutExpired); its exit code."""
+    with in_group(args, env=env, grace=grace, stdout=stdout, stderr=stderr) as process:
+        return process.wait(timeout=timeout)
 
 
 def proc_stat(pid: int) -> list[str]:

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from support.processes import PROJECT_DIR, stop_group, wait_for
+from support.processes import PROJECT_DIR, in_group, wait_for
 from tests.scenarios.cluster import ThrowawayCluster, migrated_pair
 from tests.scenarios.harness import PostgresServer, manage_output
 from tests.scenarios.replication import pause_wal_sender, wait_replayed
@@ -133,19 +133,8 @@ def _manage_started(server: PostgresServer, *args: str) -> Iterator[subprocess.P
     """``manage.py <args>`` against DATABASE on ``server``, running for the block in its own
     process group, stopped whole afterwards."""
     env = {**os.environ, "DATABASE_URL": server.url(DATABASE), "LOG_LEVEL": "WARNING"}
-    command = subprocess.Popen(
-        [sys.executable, str(PROJECT_DIR / "manage.py"), *args],
-        env=env,
-        cwd=PROJECT_DIR,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
+    with in_group([sys.executable, str(PROJECT_DIR / "manage.py"), *args], env=env, grace=5) as command:
         yield command
-    finally:
-        stop_group(command, grace=5)
 
 
 def _make_standby_synchronous(server: PostgresServer) -> None:
