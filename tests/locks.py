@@ -109,3 +109,18 @@ def in_thread(
     thread = threading.Thread(target=run)
     thread.start()
     return thread, done, outcome
+
+
+def race_in_threads(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[list[Any], list[Any]]:
+    """``first`` in a transaction held open once it has run (``in_thread``), then ``second``
+    on another connection; once PostgreSQL shows ``second`` waiting on a lock, ``first``
+    commits. Returns what each returned or raised, once both threads are done."""
+    release = threading.Event()
+    holder, ran, first_outcome = in_thread(first, hold=release)
+    assert ran.wait(timeout=30)
+    waiter, _, second_outcome = in_thread(second)
+    wait_until_blocked()
+    release.set()
+    holder.join(timeout=30)
+    waiter.join(timeout=30)
+    return first_outcome, second_outcome

@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import threading
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from io import StringIO
@@ -45,7 +44,7 @@ from tests.database_clock import database_clock_at
 from tests.engine import pay
 from tests.fences import TokenOnly
 from tests.ledger_data import written_unguarded
-from tests.locks import in_thread, wait_until_blocked
+from tests.locks import race_in_threads
 from tiffin.tz import TZDATA_VERSION
 
 # Sunday ticks of weekly-payouts (30 20 * * 0 UTC) in November 2026.
@@ -619,14 +618,8 @@ def _raw_deliver(order_id: int) -> int:
 def test_a_delivery_waiting_behind_a_payout_of_its_week_is_refused_once_the_payout_commits():
     london = restaurant_at("Europe/London", datetime(2026, 11, 2, 12, tzinfo=UTC))
     order = _accepted_order(london)
-    release = threading.Event()
-    payer, paid, _ = in_thread(_pay_week_of_2_nov, hold=release)
-    assert paid.wait(timeout=30)
-    deliverer, _, delivered = in_thread(lambda: _raw_deliver(order.pk))
-    wait_until_blocked()  # on the payout's lock of the restaurant row
-    release.set()
-    payer.join(timeout=30)
-    deliverer.join(timeout=30)
+    # The delivery waits on the payout's lock of the restaurant row.
+    _, delivered = race_in_threads(_pay_week_of_2_nov, lambda: _raw_deliver(order.pk))
     assert isinstance(delivered[0], IntegrityError) and "is paid through" in str(delivered[0])
     assert Order.objects.get(pk=order.pk).status == OrderStatus.ACCEPTED
     assert ledger_problems(paid_as_of=TICK[15]) == []
@@ -637,14 +630,8 @@ def test_a_delivery_waiting_behind_a_payout_of_its_week_is_refused_once_the_payo
 def test_a_payout_waiting_behind_a_delivery_into_its_week_pays_it_once_the_delivery_commits():
     london = restaurant_at("Europe/London", datetime(2026, 11, 2, 12, tzinfo=UTC))
     order = _accepted_order(london)
-    release = threading.Event()
-    deliverer, delivered, _ = in_thread(lambda: _raw_deliver(order.pk), hold=release)
-    assert delivered.wait(timeout=30)
-    payer, _, written = in_thread(_pay_week_of_2_nov)
-    wait_until_blocked()  # the payout's FOR NO KEY UPDATE behind the delivery's FOR SHARE
-    release.set()
-    deliverer.join(timeout=30)
-    payer.join(timeout=30)
+    # The payout's FOR NO KEY UPDATE waits behind the delivery's FOR SHARE.
+    _, written = race_in_threads(lambda: _raw_deliver(order.pk), _pay_week_of_2_nov)
     assert written == [1]
     [payout] = ledger(london)
     assert (payout.order_count, payout.gross) == (1, Decimal("9.00"))

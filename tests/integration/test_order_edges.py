@@ -38,7 +38,7 @@ from payouts.selectors import ledger_problems
 from payouts.services import payouts_pay_due
 from tests.database_clock import database_clock_at
 from tests.fences import TokenOnly
-from tests.locks import in_thread, wait_until_blocked
+from tests.locks import in_thread, race_in_threads, wait_until_blocked
 
 ONBOARDED = datetime(2027, 3, 1, tzinfo=UTC)  # a Monday
 PLACED_AT = datetime(2027, 3, 3, 12, tzinfo=UTC)
@@ -67,14 +67,9 @@ def pay_the_week() -> int:
 @pytest.mark.django_db(transaction=True)
 def test_a_delivery_that_lands_while_a_payout_holds_its_week_is_refused_with_a_ledger_error():
     order = accepted_order(restaurant())
-    release = threading.Event()
-    payer, paid, _ = in_thread(pay_the_week, hold=release)
-    assert paid.wait(timeout=30)  # the payout is written, not committed: the service's check passes
-    deliverer, _, delivered = in_thread(lambda: order_deliver(order_id=order.pk, now=DELIVERED_AT))
-    wait_until_blocked()  # the trigger, on the payout's lock of the restaurant row
-    release.set()
-    payer.join(timeout=30)
-    deliverer.join(timeout=30)
+    # The payout is written, not committed, so the service's check passes; the delivery's
+    # trigger then waits on the payout's lock of the restaurant row.
+    _, delivered = race_in_threads(pay_the_week, lambda: order_deliver(order_id=order.pk, now=DELIVERED_AT))
 
     [refusal] = delivered
     assert isinstance(refusal, LedgerError), repr(refusal)

@@ -28,12 +28,11 @@ from operations.monitoring import CheckWindow
 from orders.models import OrderStatus, Restaurant
 from payouts.models import Payout
 from payouts.services import payouts_pay_due
-from scheduling.execution import runs_execute
 from scheduling.models import JobRun, RunAlert, RunStatus
-from scheduling.services import run_claim_manual, run_execute_here
+from scheduling.services import run_execute_here
 from simulation.provider_process import RunningSandbox, running_sandbox
 from tests.fences import TokenOnly
-from tests.outbox import AS_OF, PAID_AT, Clock, due_again, paid_restaurants
+from tests.outbox import AS_OF, PAID_AT, Clock, due_again, paid_restaurants, sender_run
 from tests.prometheus import scrape
 from tiffin.money import to_minor_units
 from transfers import provider
@@ -203,12 +202,7 @@ def test_the_send_transfers_job_sends_them_all(sandbox, paid) -> None:
     paid(3)
     # The send-transfers tick of the payout run's minute, claimed and executed here.
     tick = PAID_AT.replace(second=0)
-    with time_machine.travel(PAID_AT + timedelta(seconds=10), tick=False):
-        run = run_claim_manual(job_name=SEND_TRANSFERS_JOB, scheduled_for=tick, now=PAID_AT, enqueue=False)
-        assert run is not None
-        runs_execute(run_ids=[run.id], worker="test")
-    run.refresh_from_db()
-    assert run.status == RunStatus.SUCCEEDED, run.error
+    run = sender_run(SEND_TRANSFERS_JOB, scheduled_for=tick, at=PAID_AT + timedelta(seconds=10))
     assert run.result == {"attached": 0, "sent": 6}
     assert_provider_matches_ledger()
 
