@@ -36,13 +36,7 @@ def send_statements(ctx: RunContext) -> dict[str, int]:
 
     def on_batch(progress: SendProgress) -> None:
         ctx.batch_done(progress)  # heartbeats; raises RunLostError if the run is no longer ours
-        logger.info(
-            "statements pass %s: %s sent, %s retrying, %s stopped",
-            progress.batches_done,
-            progress.sent,
-            progress.retrying,
-            progress.stopped,
-        )
+        logger.info("statements %s", progress)
 
     return statements_send_due(
         fence=ctx.fence,

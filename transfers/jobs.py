@@ -44,14 +44,7 @@ def send_transfers(ctx: RunContext) -> dict[str, Any]:
 
     def on_batch(progress: SendProgress) -> None:
         ctx.batch_done(progress)  # heartbeats; raises RunLostError if the run is no longer ours
-        logger.info(
-            "transfers pass %s: %s sent, %s retrying, %s stopped, %s held",
-            progress.batches_done,
-            progress.sent,
-            progress.retrying,
-            progress.stopped,
-            progress.held,
-        )
+        logger.info("transfers %s", progress)
 
     result = transfers_send_due(
         fence=ctx.fence,
