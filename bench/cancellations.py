@@ -44,7 +44,6 @@ import json
 import math
 import random
 import signal
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -63,6 +62,7 @@ from bench.common import (
     child_env,
     child_start,
     children,
+    command_line,
     database_create,
     django_setup,
     fmt,
@@ -495,7 +495,7 @@ def report(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -
             f"3. order cancellation, stepped: {', '.join(fmt(r) for r in args.rates)} orders/s, "
             f"{args.step_seconds:g} s each, timeout {TIMEOUT_SECONDS} s{variant}"
         ),
-        command="python -m bench.cancellations " + " ".join(sys.argv[1:]),
+        command=command_line("bench.cancellations"),
         project="order_place + delayed cancel-stale-order runs, manage.py worker (scheduler loop + cluster)",
         reference="raw SQL: order + due row in one transaction, one process cancelling FOR UPDATE SKIP LOCKED",
         partial=partial_run(args),

@@ -39,7 +39,6 @@ import json
 import math
 import random
 import signal
-import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -50,7 +49,6 @@ from typing import Any
 
 from bench.common import (
     PYTHON,
-    ROOT,
     Report,
     Row,
     Stopwatch,
@@ -58,6 +56,7 @@ from bench.common import (
     child_env,
     child_start,
     children,
+    command_line,
     database_clone,
     database_create,
     database_drop,
@@ -67,7 +66,7 @@ from bench.common import (
     sql_run,
     sql_value,
 )
-from bench.curves import Point, curve_plot, curve_rows, curve_table, point_write, points_measure, sizes_parse
+from bench.curves import Point, curve_report, curve_rows, point_write, points_measure, sizes_parse
 
 NAME = "carts"
 AS_OF = datetime(2026, 3, 30, 2, 0, tzinfo=UTC)  # a clean-carts tick (0 2 * * *)
@@ -331,7 +330,7 @@ def report(args: argparse.Namespace, points: list[Point], *, partial: bool) -> R
         name=args.name,
         partial=partial,
         title=f"2. cart clean-up: {', '.join(f'{p.size:,}' for p in points)} carts (three quarters stale)",
-        command="python -m bench.carts " + " ".join(sys.argv[1:]),
+        command=command_line("bench.carts"),
         project="clean-carts job: run_claim_manual + runs_execute (batches: SKIP LOCKED pick, re-checked deletes)",
         reference="one raw DELETE of the stale carts and their items (writable CTE), autocommit",
     )
@@ -358,16 +357,14 @@ def report(args: argparse.Namespace, points: list[Point], *, partial: bool) -> R
         Row("second process: slowest change", "ms", max(max(m["seen"]["latency"]) for m in ms) * 1000,
             max(max(m["ref seen"]["latency"]) for m in ms) * 1000),
     )  # fmt: skip
-    rep.tables.append("per size (unit: a stale cart deleted with its items):\n" + curve_table("carts", points))
-    plot = curve_plot(
-        args.name,
-        "cart clean-up: stale carts deleted",
-        "carts",
+    curve_report(
+        rep,
         points,
-        ("project", "one raw DELETE"),
-        partial=rep.partial,
+        unit="carts",
+        title="cart clean-up: stale carts deleted",
+        labels=("project", "one raw DELETE"),
+        heading="per size (unit: a stale cart deleted with its items)",
     )
-    rep.note(f"plot: {plot.relative_to(ROOT)}")
     rep.note(f"batch size {ms[0]['batch_size']} carts; data generated with set-based SQL (not timed), one to five "
              "items per cart, each size in databases of its own, dropped afterwards")  # fmt: skip
     counts = ", ".join(f"{len(m['rounds'])} at {m['carts']:,}" for m in ms)

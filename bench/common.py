@@ -318,6 +318,11 @@ def _ratio(project: object, reference: object, better: Better) -> float | None:
     return cost / base
 
 
+def command_line(module: str) -> str:
+    """How this run was started, ``python -m <module> <its arguments>``: a report's command."""
+    return f"python -m {module} " + " ".join(sys.argv[1:])
+
+
 @dataclass
 class Report:
     name: str

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common import PYTHON, RESULTS, ROOT, Row, child_env, fmt
+from bench.common import PYTHON, RESULTS, ROOT, Report, Row, child_env, fmt
 from support.processes import guarded_run
 
 PLOTS = ROOT / "docs" / "bench"
@@ -123,6 +123,24 @@ def curve_plot(
     figure.savefig(path, metadata={"Software": None})
     plt.close(figure)
     return path
+
+
+def curve_report(
+    rep: Report,
+    points: Sequence[Point],
+    *,
+    unit: str,
+    title: str,
+    labels: tuple[str, str],
+    xlabel: str = "",
+    heading: str = "per size",
+) -> None:
+    """Add the curve's per-size table (``curve_table``, under ``heading``) to ``rep`` and its
+    plot (``curve_plot``, named as the report, ``xlabel`` by default the ``unit``), with a
+    note of where the plot went."""
+    rep.tables.append(f"{heading}:\n" + curve_table(unit, points))
+    plot = curve_plot(rep.name, title, xlabel or unit, points, labels, partial=rep.partial)
+    rep.note(f"plot: {plot.relative_to(ROOT)}")
 
 
 def sizes_parse(text: str) -> list[int]:

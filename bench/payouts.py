@@ -33,18 +33,17 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
 from bench.common import (
-    ROOT,
     Report,
     Row,
     Stopwatch,
     bulk_load,
+    command_line,
     database_clone,
     database_create,
     database_drop,
@@ -58,9 +57,8 @@ from bench.common import (
 from bench.curves import (
     RATIO_GOAL,
     Point,
-    curve_plot,
+    curve_report,
     curve_rows,
-    curve_table,
     point_write,
     points_measure,
     sizes_parse,
@@ -452,7 +450,7 @@ def report(args: argparse.Namespace, points: list[Point], weekly: list[Point], *
             f"1. payout catch-up: {', '.join(f'{p.size:,}' for p in points)} restaurants in 3 zones, "
             f"{WEEKS} unpaid weeks, {args.orders_per_week} orders per restaurant-week"
         ),
-        command="python -m bench.payouts " + " ".join(sys.argv[1:]),
+        command=command_line("bench.payouts"),
         project="weekly-payouts job: run_claim_manual + runs_execute (claim, fence, batched INSERT ... SELECT)",
         reference="one hand-written INSERT ... SELECT (generate_series weeks, AT TIME ZONE, SUM per week)",
     )
@@ -494,16 +492,13 @@ def report(args: argparse.Namespace, points: list[Point], weekly: list[Point], *
         rep.note(f"weekly run: the fastest of each side's rounds (with history {rounds[0]} s; without {rounds[1]} s), "
                  f"{WEEKLY_SITTINGS} sittings of {WEEKLY_ROUNDS} rounds per side, the sides taking turns, each sitting "
                  "a database generated afresh, each round on a copy of it")  # fmt: skip
-    rep.tables.append("per size:\n" + curve_table("restaurants", points))
-    plot = curve_plot(
-        args.name,
-        "payout catch-up: 4 unpaid weeks",
-        "restaurants",
+    curve_report(
+        rep,
         points,
-        ("project", "INSERT ... SELECT"),
-        partial=rep.partial,
+        unit="restaurants",
+        title="payout catch-up: 4 unpaid weeks",
+        labels=("project", "INSERT ... SELECT"),
     )
-    rep.note(f"plot: {plot.relative_to(ROOT)}")
     rep.note(f"{args.rounds} rounds per size on a fresh ledger, reference then project; each side's faster round")
     rep.note("each size in a database of its own, generated with set-based SQL (not timed), dropped afterwards")
     rep.note("measured on a shared 2-core machine (other work running): ratios hold better than absolute times")

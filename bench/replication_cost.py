@@ -49,7 +49,6 @@ import json
 import math
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -68,6 +67,7 @@ from bench.common import (
     Row,
     child_env,
     children,
+    command_line,
     django_setup,
     fmt,
     manage,
@@ -360,7 +360,7 @@ def report(args: argparse.Namespace, measured: dict[str, Any], partial: bool) ->
             f"(commit latency, {args.commits} commits per mode in {args.blocks} blocks; cancellation ceiling at "
             f"{', '.join(fmt(r) for r in args.rates)} orders/s, {args.step_seconds:g} s steps)"
         ),
-        command="python -m bench.replication_cost " + " ".join(sys.argv[1:]),
+        command=command_line("bench.replication_cost"),
         project="the standby synchronous (synchronous_standby_names '*'), synchronous_commit as each row says",
         reference="the same standby asynchronous (synchronous_standby_names empty), synchronous_commit on",
         partial=partial,

@@ -34,7 +34,6 @@ reference at every size, time per claim flat (within 1.5 x), every tick claimed 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,9 +41,9 @@ from pathlib import Path
 import psycopg
 
 from bench.common import (
-    ROOT,
     Report,
     Row,
+    command_line,
     database_create,
     database_drop,
     django_setup,
@@ -53,7 +52,7 @@ from bench.common import (
     sql_run,
     sql_value,
 )
-from bench.curves import Point, curve_plot, curve_rows, curve_table, point_write, points_measure, sizes_parse
+from bench.curves import Point, curve_report, curve_rows, point_write, points_measure, sizes_parse
 
 NAME = "scheduler_pass"
 CRON_JOB_PREFIX = "bench-cron-"  # the jobs bench/cron_jobs.py declares
@@ -191,7 +190,7 @@ def report(args: argparse.Namespace, points: list[Point], *, partial: bool) -> R
         name=NAME,
         partial=partial,
         title=f"7. scheduler pass: {', '.join(f'{p.size:,}' for p in points)} cron jobs, {args.passes} passes each",
-        command="python -m bench.scheduler_pass " + " ".join(sys.argv[1:]),
+        command=command_line("bench.scheduler_pass"),
         project="tick_pass: schedules + cursors, per job ticks + claim + q2 enqueue + event, run probe; next_wakeup",
         reference="bare psycopg: every job's cursor (the project's statement) and due ticks (its cron code), "
         "then per job and tick one transaction of the claim INSERT + its event and a queue row",
@@ -204,10 +203,15 @@ def report(args: argparse.Namespace, points: list[Point], *, partial: bool) -> R
                 None, f"{p.units:,}, tasks = enqueued runs",
                 p.extra["claimed"] == p.units and p.extra["tasks"] == p.extra["enqueued"]),
         )  # fmt: skip
-    rep.tables.append("per size (unit: one tick claimed and enqueued):\n" + curve_table("jobs", points))
-    plot = curve_plot(NAME, f"scheduler pass: {args.passes} passes", "declared cron jobs", points,
-                      ("project (tick_pass)", "claim + event + queue row, raw SQL"), partial=rep.partial)  # fmt: skip
-    rep.note(f"plot: {plot.relative_to(ROOT)}")
+    curve_report(
+        rep,
+        points,
+        unit="jobs",
+        xlabel="declared cron jobs",
+        title=f"scheduler pass: {args.passes} passes",
+        labels=("project (tick_pass)", "claim + event + queue row, raw SQL"),
+        heading="per size (unit: one tick claimed and enqueued)",
+    )
     rep.note(f"pass time at {points[-1].size:,} jobs: {fmt(points[-1].project / args.passes * 1000)} ms")
     rep.note("each size in a database of its own; a first, untimed pass registers the jobs")
     rep.note(

@@ -15,6 +15,9 @@ takes the due rows and records what became of each. The row's life is the same i
   fix, which a person puts back with the same identity (``outbox_give_up``,
   ``outbox_retry``).
 
-What differs stays in each app: the call (the ``stripe`` library, Django's SMTP backend),
-how its errors are judged, the lease, and what a stopped row alerts.
+The shared part: the row's common columns (``models.OutboxRow``), its reads and writes
+(``selectors``, ``services``), the sender job's schedule (``jobs``), and the read-only
+admin with its retry action (``admin``). What differs stays in each app: the call (the
+``stripe`` library, Django's SMTP backend), how its errors are judged, the lease, and
+what a stopped row alerts.
 """

@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -22,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from support.processes import PROJECT_DIR, sigterm_exits, stop_group
+from support.processes import PROJECT_DIR, run_in_group, sigterm_exits
 
 BREAK_VARIABLE = "TIFFIN_SIMULATE_BREAK"  # simulation.probe_jobs.BREAK_VARIABLE
 # How long a seed's simulate gets to stop its servers (Fleet's grace is 10 s) on SIGTERM.
@@ -147,19 +146,7 @@ def _run(command: list[str], *, env: dict[str, str], stdout: Path, stderr: Path)
     group is stopped first: simulate stops its servers on SIGTERM within
     ``STOP_GRACE_SECONDS``."""
     with stdout.open("wb") as out, stderr.open("wb") as err:
-        process = subprocess.Popen(
-            command,
-            env=env,
-            cwd=PROJECT_DIR,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-        )
-    try:
-        return process.wait()
-    finally:
-        stop_group(process, grace=STOP_GRACE_SECONDS)
+        return run_in_group(command, env=env, stdout=out, stderr=err, grace=STOP_GRACE_SECONDS)
 
 
 def main(argv: list[str] | None = None) -> int:

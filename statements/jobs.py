@@ -14,9 +14,8 @@ from datetime import timedelta
 from django.conf import settings
 
 from operations.monitoring import CheckWindow, Problem, invariant
+from outbox.jobs import outbox_sender_job
 from scheduling.context import RunContext
-from scheduling.models import Misfire, Overlap
-from scheduling.registry import job
 from statements.models import SEND_STATEMENTS_JOB, Statement, StatementStatus
 from statements.selectors import statements_stopped, statements_unsent_since
 from statements.services import SendProgress, statement_problem, statements_send_due
@@ -28,30 +27,16 @@ logger = logging.getLogger(__name__)
 UNSENT_PROBLEMS_KEPT = 1000
 
 
-@job(
-    SEND_STATEMENTS_JOB,
-    cron="* * * * *",
-    timezone="UTC",
-    misfire=Misfire.COALESCE,
-    overlap=Overlap.FORBID,
-    heartbeat=True,
-    max_attempts=1,
-    # Heartbeats come after each pass of STATEMENTS_BATCH_SIZE statements; a pass whose
-    # sends all time out lasts about batch x EMAIL_TIMEOUT x the SMTP steps.
-    timeout_seconds=600,
-)
+# Heartbeats come after each pass of STATEMENTS_BATCH_SIZE statements; a pass whose
+# sends all time out lasts about batch x EMAIL_TIMEOUT x the SMTP steps, which the
+# sender's timeout (outbox.jobs.SENDER_TIMEOUT_SECONDS) must exceed.
+@outbox_sender_job(SEND_STATEMENTS_JOB)
 def send_statements(ctx: RunContext) -> dict[str, int]:
     """Mail every due pending statement under this run's fence."""
 
     def on_batch(progress: SendProgress) -> None:
         ctx.batch_done(progress)  # heartbeats; raises RunLostError if the run is no longer ours
-        logger.info(
-            "statements pass %s: %s sent, %s retrying, %s stopped",
-            progress.batches_done,
-            progress.sent,
-            progress.retrying,
-            progress.stopped,
-        )
+        logger.info("statements %s", progress)
 
     return statements_send_due(
         fence=ctx.fence,

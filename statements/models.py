@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models import Q
 
 from outbox import status as outbox
+from outbox.models import OutboxRow
 from statements.errors import StatementError
 
 # The job that mails pending statements (statements/jobs.py).
@@ -42,7 +43,7 @@ def statement_message_id(*, restaurant_id: int, period_start: datetime, domain: 
     return f"<payout-{restaurant_id}-{period_start.astimezone(UTC):%Y%m%dT%H%M%SZ}@{domain}>"
 
 
-class Statement(models.Model):
+class Statement(OutboxRow):
     """The email of one payout, rendered once when the payout was written, and its fate.
 
     Never re-rendered: what was sent once is what is sent again, byte for byte in its
@@ -56,21 +57,13 @@ class Statement(models.Model):
         "payouts.Payout", on_delete=models.PROTECT, related_name="statement", db_constraint=False
     )
     restaurant = models.ForeignKey("orders.Restaurant", on_delete=models.PROTECT, related_name="statements")
-    period_start = models.DateTimeField(help_text="The payout's period start (UTC): with the restaurant, its identity.")
     recipient = models.EmailField(blank=True, help_text="Frozen when written (or when the restaurant gained one).")
     subject = models.CharField(max_length=255)
     body = models.TextField()
     message_id = models.CharField(max_length=255, unique=True)
     status = models.CharField(max_length=20, choices=StatementStatus.choices)
-    attempts = models.PositiveIntegerField(default=0)
-    last_attempt_at = models.DateTimeField(null=True, blank=True)
-    next_attempt_at = models.DateTimeField(null=True, blank=True)
-    last_error = models.TextField(blank=True)
-    created_at = models.DateTimeField()
-    sent_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
+    class Meta(OutboxRow.Meta):
         # The admin's retry action, as for transfers: mailing again is a decision.
         permissions = [("retry_statement", "Can retry a stopped statement with the same Message-ID")]
         constraints = [

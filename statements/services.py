@@ -234,6 +234,9 @@ class SendProgress:
     retrying: int
     stopped: int
 
+    def __str__(self) -> str:
+        return f"pass {self.batches_done}: {self.sent} sent, {self.retrying} retrying, {self.stopped} stopped"
+
 
 def statement_backoff(*, attempt: int) -> timedelta:
     """The wait after attempt number ``attempt`` (1-based): base * 2^(attempt - 1), capped."""

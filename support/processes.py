@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # tiffin.clock imports Django's ORM: the chaos table and the guardian run without it
     from tiffin.clock import SimulatedClock
@@ -266,6 +266,49 @@ def stop_group(
     popen.wait(timeout=KILL_WAIT_SECONDS)
     _wait_group_gone(pgid, time.monotonic() + KILL_WAIT_SECONDS)
     return code
+
+
+@contextlib.contextmanager
+def in_group(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    grace: float,
+    stdout: IO[bytes] | int = subprocess.DEVNULL,
+    stderr: IO[bytes] | int = subprocess.DEVNULL,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``args`` running from the project directory for the block, leading a process group of
+    its own with no stdin, its output to the files ``stdout`` and ``stderr`` (no pipe to
+    drain while it stops; none by default). However the block ends (the child's end, an
+    exception such as the SystemExit ``sigterm_exits`` makes of a SIGTERM), the group is
+    stopped (``stop_group`` with ``grace``)."""
+    process = subprocess.Popen(
+        list(args),
+        env=dict(env),
+        cwd=PROJECT_DIR,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        start_new_session=True,
+    )
+    try:
+        yield process
+    finally:
+        stop_group(process, grace=grace)
+
+
+def run_in_group(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    stdout: IO[bytes],
+    stderr: IO[bytes],
+    grace: float,
+    timeout: float | None = None,
+) -> int:
+    """``args`` run to its end ``in_group``, or until ``timeout`` (TimeoutExpired); its exit code."""
+    with in_group(args, env=env, grace=grace, stdout=stdout, stderr=stderr) as process:
+        return process.wait(timeout=timeout)
 
 
 def proc_stat(pid: int) -> list[str]:

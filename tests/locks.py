@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -82,3 +83,44 @@ def held_in_thread(work: Callable[[], object], *, timeout: float = 10.0) -> Iter
     finally:
         release.set()
         thread.join(timeout * 3)
+
+
+def in_thread(
+    work: Callable[[], Any], *, hold: threading.Event | None = None
+) -> tuple[threading.Thread, threading.Event, list[Any]]:
+    """Run ``work()`` in a transaction on a connection of its own; with ``hold``, keep the
+    transaction (and its locks) open until it is set. Returns the thread, a 'has run'
+    event and what ``work`` returned or raised."""
+    done, outcome = threading.Event(), []
+
+    def run() -> None:
+        try:
+            with transaction.atomic():
+                outcome.append(work())
+                done.set()
+                if hold is not None:
+                    hold.wait(timeout=30)
+        except Exception as error:
+            outcome.append(error)
+        finally:
+            done.set()
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, done, outcome
+
+
+def race_in_threads(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[list[Any], list[Any]]:
+    """``first`` in a transaction held open once it has run (``in_thread``), then ``second``
+    on another connection; once PostgreSQL shows ``second`` waiting on a lock, ``first``
+    commits. Returns what each returned or raised, once both threads are done."""
+    release = threading.Event()
+    holder, ran, first_outcome = in_thread(first, hold=release)
+    assert ran.wait(timeout=30)
+    waiter, _, second_outcome = in_thread(second)
+    wait_until_blocked()
+    release.set()
+    holder.join(timeout=30)
+    waiter.join(timeout=30)
+    return first_outcome, second_outcome

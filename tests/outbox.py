@@ -1,5 +1,6 @@
 """What the outbox tests share (tests/integration/test_transfers.py, test_statements.py):
-the payout run whose rows they send, the sender's clock, and a row's next attempt."""
+the payout run whose rows they send, the sender's clock, a row's next attempt, and a run
+of the sender job."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+import time_machine
 from django.db.models import Model
 
 from orders.models import OrderStatus, Restaurant
+from scheduling.execution import runs_execute
+from scheduling.models import JobRun, RunStatus
+from scheduling.services import run_claim_manual
 from tests.engine import pay
 
 # A tick of weekly-payouts (Sunday 20:30 UTC): the Kolkata weeks of 1, 8 and 15 March 2027
@@ -67,3 +72,15 @@ def due_again(row: Model) -> datetime:
     due: datetime | None = getattr(row, "next_attempt_at")  # noqa: B009 (any outbox model)
     assert due is not None
     return due
+
+
+def sender_run(job_name: str, *, scheduled_for: datetime, at: datetime) -> JobRun:
+    """A run of the sender job ``job_name`` for ``scheduled_for``, claimed by hand at
+    PAID_AT and executed here as a worker executes it, at ``at``; it succeeded."""
+    with time_machine.travel(at, tick=False):
+        run = run_claim_manual(job_name=job_name, scheduled_for=scheduled_for, now=PAID_AT, enqueue=False)
+        assert run is not None
+        runs_execute(run_ids=[run.id], worker="test")
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    return run

@@ -1,4 +1,5 @@
-"""Debian's Prometheus for the metrics tests: promtool, and a real server on a free port.
+"""Debian's Prometheus for the metrics tests: promtool, and a real server on a free port;
+and ``scrape``, what the test client reads from /metrics.
 
 ``make prometheus-deps`` installs the package; without it the tests that need it skip
 with the reason, except under CI=true, where they fail.
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from support.ports import free_port
 from support.processes import PROJECT_DIR, stop_group, wait_for
@@ -25,6 +27,17 @@ from support.processes import PROJECT_DIR, stop_group, wait_for
 RULES = PROJECT_DIR / "deploy" / "prometheus" / "alerts.yml"
 RULE_TESTS = PROJECT_DIR / "deploy" / "prometheus" / "alerts.test.yml"
 SCRAPE_CONFIG = PROJECT_DIR / "deploy" / "prometheus" / "prometheus.yml"
+
+
+def scrape(client: Any, **headers: Any) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """Every sample of a /metrics scrape by the test ``client``: {sample name: {sorted labels: value}}."""
+    response = client.get("/metrics", **headers)
+    assert response.status_code == 200, response.content
+    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return samples
 
 
 def binary(name: str) -> str:

@@ -4,30 +4,24 @@ edited here: what was sent once is what is sent again."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from outbox.admin import outbox_retry_selected
+from outbox.admin import OutboxAdmin, outbox_retry_action
 from tiffin.admin_lists import BoundedPaginator
 from transfers.errors import TransferError
 from transfers.models import Transfer
 from transfers.selectors import reconciliation_summary
 from transfers.services import transfer_retry
 
-if TYPE_CHECKING:
-    _TransferAdmin = admin.ModelAdmin[Transfer]
-else:  # ModelAdmin is generic only in django-stubs
-    _TransferAdmin = admin.ModelAdmin
-
 
 @admin.register(Transfer)
-class TransferAdmin(_TransferAdmin):
+class TransferAdmin(OutboxAdmin):
     list_display = (
         "idempotency_key",
         "restaurant",
@@ -44,7 +38,12 @@ class TransferAdmin(_TransferAdmin):
     search_fields = ("=idempotency_key", "=provider_id", "=restaurant__id", "restaurant__name")
     paginator = BoundedPaginator
     show_full_result_count = False
-    actions = ("retry",)
+    retry = outbox_retry_action(
+        description="Retry the selected stopped transfers (same key, same request)",
+        retry=lambda row_id, now: transfer_retry(transfer_id=row_id, now=now),
+        refused=TransferError,
+        done="{count} transfers will be sent again with their own key.",
+    )
     fields = (
         "payout_link",
         "restaurant",
@@ -64,29 +63,6 @@ class TransferAdmin(_TransferAdmin):
         "created_at",
     )
     readonly_fields = fields
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Transfer | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Transfer | None = None) -> bool:
-        return False
-
-    def has_retry_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("transfers.retry_transfer")
-
-    @admin.action(description="Retry the selected stopped transfers (same key, same request)", permissions=["retry"])
-    def retry(self, request: HttpRequest, queryset: QuerySet[Transfer]) -> None:
-        outbox_retry_selected(
-            self,
-            request,
-            queryset,
-            retry=lambda row_id, now: transfer_retry(transfer_id=row_id, now=now),
-            refused=TransferError,
-            done="{count} transfers will be sent again with their own key.",
-        )
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         """The list, with what the newest reconciliation found (``reconciliation_summary``)."""

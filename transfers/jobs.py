@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from operations.monitoring import CheckWindow, Problem, invariant
+from outbox.jobs import outbox_sender_job
 from scheduling.context import RunContext
 from scheduling.models import Misfire, Overlap, ProblemKind
 from scheduling.registry import job
@@ -31,18 +32,10 @@ logger = logging.getLogger(__name__)
 RECONCILE_PROBLEMS_KEPT = 1000
 
 
-@job(
-    SEND_TRANSFERS_JOB,
-    cron="* * * * *",
-    timezone="UTC",
-    misfire=Misfire.COALESCE,
-    overlap=Overlap.FORBID,
-    heartbeat=True,
-    max_attempts=1,
-    # Heartbeats come after every TRANSFERS_BATCH_SIZE answers recorded; if every request
-    # times out, that is about (batch / concurrency) x the provider timeout apart.
-    timeout_seconds=600,
-)
+# Heartbeats come after every TRANSFERS_BATCH_SIZE answers recorded; if every request
+# times out, that is about (batch / concurrency) x the provider timeout apart, which the
+# sender's timeout (outbox.jobs.SENDER_TIMEOUT_SECONDS) must exceed.
+@outbox_sender_job(SEND_TRANSFERS_JOB)
 def send_transfers(ctx: RunContext) -> dict[str, Any]:
     """Send every due pending transfer under this run's fence."""
     if not provider_configured():
@@ -51,14 +44,7 @@ def send_transfers(ctx: RunContext) -> dict[str, Any]:
 
     def on_batch(progress: SendProgress) -> None:
         ctx.batch_done(progress)  # heartbeats; raises RunLostError if the run is no longer ours
-        logger.info(
-            "transfers pass %s: %s sent, %s retrying, %s stopped, %s held",
-            progress.batches_done,
-            progress.sent,
-            progress.retrying,
-            progress.stopped,
-            progress.held,
-        )
+        logger.info("transfers %s", progress)
 
     result = transfers_send_due(
         fence=ctx.fence,

@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models import Q
 
 from outbox import status as outbox
+from outbox.models import OutboxRow
 
 # The job that sends pending transfers (transfers/jobs.py).
 SEND_TRANSFERS_JOB = "send-transfers"
@@ -46,7 +47,7 @@ def transfer_identity(*, restaurant_id: int, period_start: datetime) -> str:
     return f"payout-{restaurant_id}-{period_start.astimezone(UTC):%Y%m%dT%H%M%SZ}"
 
 
-class Transfer(models.Model):
+class Transfer(OutboxRow):
     """The request to move one payout's net to the restaurant, frozen when the payout was
     written (amount, currency, destination, key), and its fate at the provider.
 
@@ -61,7 +62,6 @@ class Transfer(models.Model):
         "payouts.Payout", on_delete=models.PROTECT, related_name="transfer", db_constraint=False
     )
     restaurant = models.ForeignKey("orders.Restaurant", on_delete=models.PROTECT, related_name="transfers")
-    period_start = models.DateTimeField(help_text="The payout's period start (UTC): with the restaurant, its identity.")
     amount_minor = models.BigIntegerField(help_text="The payout's net in the currency's minor units (paise, cents).")
     currency = models.CharField(max_length=3)
     destination = models.CharField(max_length=255, blank=True, help_text="The restaurant's provider account.")
@@ -69,18 +69,11 @@ class Transfer(models.Model):
     transfer_group = models.CharField(max_length=100)
     status = models.CharField(max_length=16, choices=TransferStatus.choices)
     provider_id = models.CharField(max_length=255, blank=True, help_text="The provider's transfer id (tr_...).")
-    attempts = models.PositiveIntegerField(default=0)
     first_attempt_at = models.DateTimeField(
         null=True, blank=True, help_text="When the key was first sent: the provider's key retention runs from here."
     )
-    last_attempt_at = models.DateTimeField(null=True, blank=True)
-    next_attempt_at = models.DateTimeField(null=True, blank=True)
-    last_error = models.TextField(blank=True)
-    created_at = models.DateTimeField()
-    sent_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
+    class Meta(OutboxRow.Meta):
         # The admin's retry action: sending money again is a decision, not a view.
         permissions = [("retry_transfer", "Can retry a stopped transfer with the same key")]
         constraints = [

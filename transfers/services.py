@@ -176,6 +176,10 @@ class SendProgress:
     stopped: int
     held: int
 
+    def __str__(self) -> str:
+        done = f"{self.sent} sent, {self.retrying} retrying, {self.stopped} stopped, {self.held} held"
+        return f"pass {self.batches_done}: {done}"
+
 
 @dataclass(frozen=True)
 class SendPassResult:

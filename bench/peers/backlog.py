@@ -36,7 +36,6 @@ import argparse
 import json
 import math
 import os
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -54,6 +53,7 @@ from bench.common import (
     Row,
     child_start,
     children,
+    command_line,
     database_drop,
     fmt,
     percentile,
@@ -428,7 +428,7 @@ def report(args: argparse.Namespace, sides: dict[str, list[Phase]]) -> Report:
             f"(peers {args.peer_backlog:,}), then {fmt(args.rate)} orders/s for {args.step_seconds:g} s, "
             "beside the same rush alone"
         ),
-        command="python -m bench.peers.backlog " + " ".join(sys.argv[1:]),
+        command=command_line("bench.peers.backlog"),
         project="Tiffin: order_place + delayed cancel-stale-order runs, manage.py worker",
         reference="the same rush without the backlog, same worker process, same run",
         partial=vars(args) != vars(arguments(argument_parser(), [])),

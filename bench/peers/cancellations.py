@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
@@ -47,6 +46,7 @@ from bench.common import (
     child_env,
     child_start,
     children,
+    command_line,
     database_create,
     fmt,
     manage,
@@ -326,7 +326,7 @@ def report(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -
             f"3p. order cancellation beside procrastinate and Celery: {', '.join(fmt(r) for r in args.rates)} "
             f"orders/s, {args.step_seconds:g} s each, timeout {base.TIMEOUT_SECONDS} s, one worker process each"
         ),
-        command="python -m bench.peers.cancellations " + " ".join(sys.argv[1:]),
+        command=command_line("bench.peers.cancellations"),
         project="Tiffin: order_place + delayed cancel-stale-order runs, manage.py worker",
         reference=", ".join(f"{LABELS[p]} ({HOW[p]})" for p in PEERS if p in results),
         partial=vars(args) != vars(base.arguments(argument_parser(), [])),

@@ -15,15 +15,10 @@ from django.urls import reverse
 from carts.models import Cart
 from orders.models import Order, OrderStatus
 from payouts.models import Payout
+from tests.admin_pages import ADMIN_PAGES
 from tests.integration.test_payout_constraints import payout
 
-# Whitenoise warns that collectstatic has not run; the admin pages do not need it here.
-pytestmark = pytest.mark.filterwarnings("ignore:No directory at:UserWarning")
-
-
-@pytest.fixture(autouse=True)
-def _plain_http_and_static(admin_pages):
-    """Every test here reads admin pages (see tests/conftest.py)."""
+pytestmark = ADMIN_PAGES
 
 
 @pytest.fixture

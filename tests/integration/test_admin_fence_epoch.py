@@ -11,16 +11,12 @@ import pytest
 from django.urls import reverse
 
 from scheduling.models import JobRun, JobRunEvent, RunStatus, Trigger
+from tests.admin_pages import ADMIN_PAGES
 from tests.engine import T0
 
-pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore:No directory at:UserWarning")]
+pytestmark = [pytest.mark.django_db, *ADMIN_PAGES]
 
 EPOCH = 2**40
-
-
-@pytest.fixture(autouse=True)
-def _plain_http_and_static(admin_pages):
-    """Every test here reads admin pages (see tests/conftest.py)."""
 
 
 @pytest.fixture

@@ -18,18 +18,14 @@ from orders.models import OrderStatus
 from payouts.models import Payout
 from scheduling.execution import runs_execute
 from scheduling.services import run_claim_manual
+from tests.admin_pages import ADMIN_PAGES
 from tests.engine import T0
 
-pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore:No directory at:UserWarning")]
+pytestmark = [pytest.mark.django_db, *ADMIN_PAGES]
 
 ONBOARDED = datetime(2027, 3, 1, 4, 0, tzinfo=UTC)
 AS_OF = datetime(2027, 3, 15, 20, 30, tzinfo=UTC)
 CHANGELIST = "admin:payouts_payout_changelist"
-
-
-@pytest.fixture(autouse=True)
-def _plain_http_and_static(admin_pages: None) -> None:
-    """Every test here reads admin pages (see tests/conftest.py)."""
 
 
 @pytest.fixture

@@ -21,10 +21,11 @@ from django.urls import reverse
 from scheduling.models import JobRun, RunStatus, SkipReason, Trigger
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
+from tests.admin_pages import ADMIN_PAGES
 from tests.engine import make_job
 from tiffin.admin_lists import BoundedPaginator
 
-pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore:No directory at:UserWarning")]
+pytestmark = [pytest.mark.django_db, *ADMIN_PAGES]
 
 HOURLY = make_job("hourly-report", cron="0 * * * *")
 DELAYED = make_job("cancel-one", delayed=True)
@@ -32,11 +33,6 @@ NOW = datetime(2027, 3, 5, 12, 0, tzinfo=UTC)
 RUNS = "admin:scheduling_jobrun_changelist"
 LIMIT = 5
 PER_PAGE = 2
-
-
-@pytest.fixture(autouse=True)
-def _plain_http_and_static(admin_pages):
-    """Every test here reads admin pages (see tests/conftest.py)."""
 
 
 @pytest.fixture(autouse=True)

@@ -18,20 +18,16 @@ from operations.timeline import MISSED, PENDING, job_timeline, timeline_fitted_s
 from scheduling.models import JobRun, JobRunEvent, RunStatus, Schedule, SkipReason, Trigger
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
+from tests.admin_pages import ADMIN_PAGES
 from tests.engine import T0, make_job, queued_tasks
 
-pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore:No directory at:UserWarning")]
+pytestmark = [pytest.mark.django_db, *ADMIN_PAGES]
 
 HOURLY = make_job("hourly-report", cron="0 * * * *", timezone="Europe/Paris")
 DELAYED = make_job("cancel-one", delayed=True)
 NOW = T0 + timedelta(minutes=30)  # 2027-03-01 12:30 UTC
 VIEW = ["view_schedule", "view_jobrun", "view_jobrunevent"]
 ACT = ["pause_schedule", "run_schedule", "rerun_jobrun"]
-
-
-@pytest.fixture(autouse=True)
-def _plain_http_and_static(admin_pages):
-    """Every test here reads admin pages (see tests/conftest.py)."""
 
 
 @pytest.fixture(autouse=True)

@@ -28,19 +28,16 @@ from scheduling.models import JobRun, RunStatus, Schedule, Trigger
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
 from scheduling.services import SchedulingError, run_claim_manual, runs_backfill
+from tests.admin_pages import ADMIN_PAGES
 from tests.engine import make_job
 
-pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore:No directory at:UserWarning")]
+# The admin tests read admin pages (admin_pages, tests/conftest.py).
+pytestmark = [pytest.mark.django_db, *ADMIN_PAGES]
 
 # Sunday 2027-02-28 20:31 UTC: a minute after a payout tick.
 NOW = datetime(2027, 2, 28, 20, 31, tzinfo=UTC)
 TICK = datetime(2027, 2, 28, 20, 30, tzinfo=UTC)
 KEEPS_EVERYTHING = make_job("yearly-audit", cron="0 3 * * *", retention_days=None)
-
-
-@pytest.fixture(autouse=True)
-def _plain_http_and_static(admin_pages):
-    """The admin tests read admin pages (see tests/conftest.py)."""
 
 
 @pytest.fixture(autouse=True)

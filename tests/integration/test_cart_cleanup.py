@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import time_machine
-from django.db import connection, transaction
+from django.db import connection
 
 from carts import sql as carts_sql
 from carts.errors import CartNotFoundError
@@ -19,7 +19,7 @@ from carts.services import cart_add_item, cart_create, carts_delete_stale
 from scheduling.execution import runs_execute
 from scheduling.models import RunStatus
 from scheduling.services import run_claim_manual
-from tests.locks import race_behind_lock
+from tests.locks import held_in_thread, race_behind_lock
 
 TICK = datetime(2027, 3, 10, 2, 0, tzinfo=UTC)  # a clean-carts tick
 CUTOFF = TICK - timedelta(days=7)
@@ -120,25 +120,12 @@ def test_a_cart_the_delete_keeps_keeps_its_items(monkeypatch):
 @pytest.mark.django_db(transaction=True)
 def test_a_cart_being_changed_while_the_clean_up_runs_is_not_deleted():
     in_use, abandoned = cart(CUTOFF - timedelta(days=2)), cart(CUTOFF - timedelta(days=3))
-    changing, done = threading.Event(), threading.Event()
 
     def customer() -> None:  # a second connection: adds to the cart, commits a moment later
-        try:
-            with transaction.atomic():
-                cart_add_item(cart_id=in_use.pk, sku="mango-lassi", quantity=1, unit_price=Decimal("3.99"), now=TICK)
-                changing.set()
-                done.wait(10)
-        finally:
-            connection.close()
+        cart_add_item(cart_id=in_use.pk, sku="mango-lassi", quantity=1, unit_price=Decimal("3.99"), now=TICK)
 
-    thread = threading.Thread(target=customer)
-    thread.start()
-    assert changing.wait(10)
-    try:
+    with held_in_thread(customer):
         result = carts_delete_stale(cutoff=CUTOFF, batch_size=10)  # does not wait: the cart is skipped
-    finally:
-        done.set()
-        thread.join()
     assert (result.carts, result.items) == (1, 2)
     assert not Cart.objects.filter(pk=abandoned.pk).exists()
     kept = Cart.objects.get(pk=in_use.pk)

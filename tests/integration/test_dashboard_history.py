@@ -16,19 +16,16 @@ from operations.timeline import job_timeline, timeline_draw, timeline_fitted_sta
 from scheduling.models import JobRun, RunStatus, Schedule, Trigger
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
+from tests.admin_pages import ADMIN_PAGES
 from tests.engine import T0, make_job
 
-pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore:No directory at:UserWarning")]
+# The dashboard test reads an admin page (admin_pages, tests/conftest.py).
+pytestmark = [pytest.mark.django_db, *ADMIN_PAGES]
 
 EVERY_FIVE = make_job("sweep", cron="*/5 * * * *")
 SIMULATED = [T0 + timedelta(minutes=5 * i) for i in range(25)]  # two simulated hours
 HANDED_OVER = T0 + timedelta(days=4, hours=1)
 NOW = HANDED_OVER + timedelta(minutes=12)
-
-
-@pytest.fixture(autouse=True)
-def _plain_http_and_static(admin_pages):
-    """The dashboard test reads an admin page (see tests/conftest.py)."""
 
 
 @pytest.fixture(autouse=True)

@@ -17,17 +17,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scheduling import cron
+from tests.admin_pages import ADMIN_PAGES
 from tests.engine import T0
 
-pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore:No directory at:UserWarning")]
+# Every test here reads admin pages (admin_pages, tests/conftest.py). Each starts with no
+# requests counted against the visitors' rate cap: the counts are rows, rolled back.
+pytestmark = [pytest.mark.django_db, *ADMIN_PAGES]
 
 URL = reverse("cron_explainer")
-
-
-@pytest.fixture(autouse=True)
-def _plain_http_and_static(admin_pages):
-    """Every test here reads admin pages (see tests/conftest.py). Each starts with no
-    requests counted against the visitors' rate cap: the counts are rows, rolled back."""
 
 
 def _staff():

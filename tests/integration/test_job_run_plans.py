@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from scheduling import sql
 from scheduling.context import RunContext
@@ -29,6 +29,7 @@ from scheduling.models import JobRun, Overlap, RunStatus, Trigger
 from scheduling.registry import Job, registry
 from scheduling.transitions import runs_fail, runs_succeed
 from tests.engine import T0, make_job
+from tests.plans import pages_read, rows_read, statements_on
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=False)]
 
@@ -88,59 +89,8 @@ def _fields(run: JobRun) -> dict[str, Any]:
 
 
 def _statements(call: Callable[[], Any]) -> list[tuple[str, Any]]:
-    """The statements on job_runs that ``call`` runs, with their parameters (undone)."""
-    seen: list[tuple[str, Any]] = []
-
-    def capture(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        if "job_runs" in sql and "job_runs_fence_seq" not in sql:
-            seen.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with transaction.atomic():
-        with connection.execute_wrapper(capture):
-            call()
-        transaction.set_rollback(True)
-    assert seen, "the call ran no statement on job_runs"
-    return seen
-
-
-def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield node
-    for child in node.get("Plans", []):
-        yield from _nodes(child)
-
-
-def _rows_read(sql: str, params: Any) -> list[tuple[str, int]]:
-    """Each scan of job_runs in the statement's plan (run for real, then undone), with the
-    rows it read: those it returned and those its filter threw away. A condition on an
-    index's second column counts no row "removed by filter" though the scan walks every
-    entry: ``_pages_read`` catches that."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
-        (plan,) = cursor.fetchone()
-        transaction.set_rollback(True)
-    return [
-        (
-            f"{node['Node Type']} {node.get('Index Name', '')}",
-            (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * node["Actual Loops"],
-        )
-        for node in _nodes(plan[0]["Plan"])
-        if node.get("Relation Name") == "job_runs" and node["Node Type"] != "ModifyTable"
-    ]
-
-
-def _pages_read(sql: str, params: Any) -> list[tuple[str, int]]:
-    """Each scan of job_runs in the statement's plan (run for real, then undone), with the
-    pages it touched (its index's and the table's)."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, params)
-        (plan,) = cursor.fetchone()
-        transaction.set_rollback(True)
-    return [
-        (f"{node['Node Type']} {node.get('Index Name', '')}", node["Shared Hit Blocks"] + node["Shared Read Blocks"])
-        for node in _nodes(plan[0]["Plan"])
-        if node.get("Relation Name") == "job_runs" and node["Node Type"] != "ModifyTable"
-    ]
+    """The statements on job_runs (its fence sequence aside) that ``call`` runs (undone)."""
+    return statements_on("job_runs", call, ignore="job_runs_fence_seq")
 
 
 def _context(run: JobRun) -> RunContext:
@@ -188,12 +138,12 @@ def test_a_statement_about_one_run_reads_only_its_row(
 ):
     scanned = []
     for statement, params in _statements(lambda: call(in_flight)):
-        scans = _rows_read(statement, params)
+        scans = rows_read("job_runs", statement, params)
         scanned += scans
         # Bounded by the run the statement is about (and the few running), not by the backlog.
         assert all(rows <= HANDFUL for _, rows in scans), (scans, statement)
         # A descent of an index and a few table pages, not a walk of the backlog's entries.
-        pages = _pages_read(statement, params)
+        pages = pages_read("job_runs", statement, params)
         assert all(touched <= PAGES for _, touched in pages), (pages, statement)
     assert scanned, "no statement scanned job_runs"
 
@@ -203,7 +153,7 @@ def test_the_delayed_run_take_stops_after_its_limit(in_flight: dict[str, JobRun]
     (statement, params), *_ = _statements(
         lambda: sql.enqueue_due_runs(now=due_at, job_names=[DELAYED.name], limit=TAKE)
     )
-    scans = _rows_read(statement, params)
+    scans = rows_read("job_runs", statement, params)
     assert scans, statement
     # Bounded by the LIMIT (the due index read in due_at order), not the BACKLOG due.
     assert all(rows <= TAKE for _, rows in scans), (scans, statement)
@@ -214,7 +164,7 @@ def test_a_quiet_tick_pass_reads_no_backlog(in_flight: dict[str, JobRun]):
     # Nothing due, nothing stale: whatever the pass asks, it reads no more than a take.
     with registry.replaced(DELAYED, CRON):
         for statement, params in _statements(lambda: tick_pass(now=NOW)):
-            scans = _rows_read(statement, params)
+            scans = rows_read("job_runs", statement, params)
             assert all(rows <= TAKE for _, rows in scans), (scans, statement)
 
 

@@ -11,12 +11,10 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import threading
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from io import StringIO
 from pathlib import Path
-from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -46,7 +44,7 @@ from tests.database_clock import database_clock_at
 from tests.engine import pay
 from tests.fences import TokenOnly
 from tests.ledger_data import written_unguarded
-from tests.locks import wait_until_blocked
+from tests.locks import race_in_threads
 from tiffin.tz import TZDATA_VERSION
 
 # Sunday ticks of weekly-payouts (30 20 * * 0 UTC) in November 2026.
@@ -605,29 +603,6 @@ def _accepted_order(restaurant: Restaurant) -> Order:
 _DELIVER_IN_WEEK = "UPDATE orders_order SET status = 'delivered', delivered_at = '2026-11-04 12:00+00' WHERE id = %s"
 
 
-def _in_thread(work: Any, hold: threading.Event | None = None) -> tuple[threading.Thread, threading.Event, list[Any]]:
-    """Run ``work()`` in its own transaction on its own connection; with ``hold``, keep the
-    transaction open until it is set. Returns the thread, a 'has run' event and its outcome."""
-    done, outcome = threading.Event(), []
-
-    def run() -> None:
-        try:
-            with transaction.atomic():
-                outcome.append(work())
-                done.set()
-                if hold is not None:
-                    hold.wait(timeout=30)
-        except Exception as error:
-            outcome.append(error)
-        finally:
-            done.set()
-            connection.close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, done, outcome
-
-
 def _pay_week_of_2_nov() -> int:
     return payouts_pay_due(as_of=TICK[15], run=TokenOnly(fence=1, now=TICK[15]), now=TICK[15]).written
 
@@ -643,14 +618,8 @@ def _raw_deliver(order_id: int) -> int:
 def test_a_delivery_waiting_behind_a_payout_of_its_week_is_refused_once_the_payout_commits():
     london = restaurant_at("Europe/London", datetime(2026, 11, 2, 12, tzinfo=UTC))
     order = _accepted_order(london)
-    release = threading.Event()
-    payer, paid, _ = _in_thread(_pay_week_of_2_nov, hold=release)
-    assert paid.wait(timeout=30)
-    deliverer, _, delivered = _in_thread(lambda: _raw_deliver(order.pk))
-    wait_until_blocked()  # on the payout's lock of the restaurant row
-    release.set()
-    payer.join(timeout=30)
-    deliverer.join(timeout=30)
+    # The delivery waits on the payout's lock of the restaurant row.
+    _, delivered = race_in_threads(_pay_week_of_2_nov, lambda: _raw_deliver(order.pk))
     assert isinstance(delivered[0], IntegrityError) and "is paid through" in str(delivered[0])
     assert Order.objects.get(pk=order.pk).status == OrderStatus.ACCEPTED
     assert ledger_problems(paid_as_of=TICK[15]) == []
@@ -661,14 +630,8 @@ def test_a_delivery_waiting_behind_a_payout_of_its_week_is_refused_once_the_payo
 def test_a_payout_waiting_behind_a_delivery_into_its_week_pays_it_once_the_delivery_commits():
     london = restaurant_at("Europe/London", datetime(2026, 11, 2, 12, tzinfo=UTC))
     order = _accepted_order(london)
-    release = threading.Event()
-    deliverer, delivered, _ = _in_thread(lambda: _raw_deliver(order.pk), hold=release)
-    assert delivered.wait(timeout=30)
-    payer, _, written = _in_thread(_pay_week_of_2_nov)
-    wait_until_blocked()  # the payout's FOR NO KEY UPDATE behind the delivery's FOR SHARE
-    release.set()
-    deliverer.join(timeout=30)
-    payer.join(timeout=30)
+    # The payout's FOR NO KEY UPDATE waits behind the delivery's FOR SHARE.
+    _, written = race_in_threads(lambda: _raw_deliver(order.pk), _pay_week_of_2_nov)
     assert written == [1]
     [payout] = ledger(london)
     assert (payout.order_count, payout.gross) == (1, Decimal("9.00"))

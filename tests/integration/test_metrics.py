@@ -11,7 +11,6 @@ import pytest
 import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from prometheus_client.parser import text_string_to_metric_families
 
 from operations.metrics import schedule_interval_seconds
 from scheduling import services
@@ -37,17 +36,6 @@ def metrics_on(settings):
     settings.METRICS_BEARER_TOKEN = ""
     settings.METRICS_MULTIPROC_DIR = ""
     return settings
-
-
-def _scrape(client, **headers) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
-    """Every sample of a scrape: {sample name: {sorted labels: value}}."""
-    response = client.get("/metrics", **headers)
-    assert response.status_code == 200, response.content
-    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
-    for family in text_string_to_metric_families(response.content.decode()):
-        for sample in family.samples:
-            samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
-    return samples
 
 
 def _value(samples, name: str, **labels: str) -> float:
@@ -95,11 +83,11 @@ def test_it_is_answered_without_a_login_on_plain_http_from_any_host(client, metr
 def test_the_figures_match_job_runs(client, metrics_on, django_capture_on_commit_callbacks):
     with registry.replaced(OK, DIES):
         schedules_register(now=T0)
-        before = _scrape(client)
+        before = prometheus.scrape(client)
         with django_capture_on_commit_callbacks(execute=True):
             first, second, dead = _run(OK, 0), _run(OK, 5), _run(DIES, 0)
         with time_machine.travel(T0 + timedelta(minutes=6), tick=False):
-            after = _scrape(client)
+            after = prometheus.scrape(client)
     assert (first.status, second.status, dead.status) == (RunStatus.SUCCEEDED, RunStatus.SUCCEEDED, RunStatus.DEAD)
 
     def grew(name: str, **labels: str) -> float:
@@ -131,9 +119,9 @@ def test_a_rolled_back_start_is_not_counted(client, metrics_on):
     commits, so nothing is counted (the totals must equal the rows that exist)."""
     with registry.replaced(OK):
         schedules_register(now=T0)
-        before = _scrape(client)
+        before = prometheus.scrape(client)
         _run(OK, 10)
-        after = _scrape(client)
+        after = prometheus.scrape(client)
     key = (("job_name", "metrics-ok"),)
     assert after["tiffin_runs_started_total"].get(key) == before["tiffin_runs_started_total"].get(key)
 
@@ -146,7 +134,7 @@ def test_the_backlog_is_the_runs_due_and_not_started(client, metrics_on):
             at = T0 + timedelta(minutes=minutes)
             services.run_claim_manual(job_name=OK.name, scheduled_for=at, now=at, enqueue=False)
         with time_machine.travel(T0 + timedelta(minutes=7), tick=False):
-            samples = _scrape(client)
+            samples = prometheus.scrape(client)
     assert JobRun.objects.filter(status=RunStatus.ENQUEUED).count() == 2
     assert _value(samples, "tiffin_backlog_runs") == 2
     assert _value(samples, "tiffin_backlog_oldest_age_seconds") == 7 * 60

@@ -27,7 +27,7 @@ from scheduling.models import JobRun, RunStatus
 from scheduling.registry import registry
 from scheduling.services import run_schedule_delayed
 from tests.engine import drain_queue, queued_tasks
-from tests.locks import race_behind_lock
+from tests.locks import held_in_thread, race_behind_lock
 from tiffin import clock
 
 PLACED_AT = datetime(2027, 3, 10, 12, 0, tzinfo=UTC)
@@ -54,6 +54,11 @@ def assert_cancelled_just_after(order: Order, deadline: datetime) -> None:
 
 def cancellation_of(order: Order) -> JobRun:
     return JobRun.objects.get(job_name="cancel-stale-order", subject=f"order:{order.pk}")
+
+
+def one_order(*, cancelled: int, left_alone: int) -> dict[str, object]:
+    """The result of a cancellation run about one order, its subject recognised."""
+    return {"orders": 1, "cancelled": cancelled, "left_alone": left_alone, "unrecognised_subjects": []}
 
 
 def status(order: Order) -> str:
@@ -189,15 +194,7 @@ def test_an_order_nobody_answered_is_cancelled_at_its_deadline(restaurant, clock
     assert order.cancel_reason == STALE_CANCEL_REASON
     assert_cancelled_just_after(order, DEADLINE)
     run = cancellation_of(order)
-    assert (run.status, run.result) == (
-        RunStatus.SUCCEEDED,
-        {
-            "orders": 1,
-            "cancelled": 1,
-            "left_alone": 0,
-            "unrecognised_subjects": [],
-        },
-    )
+    assert (run.status, run.result) == (RunStatus.SUCCEEDED, one_order(cancelled=1, left_alone=0))
 
 
 @pytest.mark.django_db
@@ -207,12 +204,7 @@ def test_an_order_accepted_a_moment_before_its_deadline_is_not_cancelled(restaur
     order_accept(order_id=order.pk, now=DEADLINE - timedelta(milliseconds=1))
     run_due(DEADLINE)
     assert status(order) == OrderStatus.ACCEPTED
-    assert cancellation_of(order).result == {
-        "orders": 1,
-        "cancelled": 0,
-        "left_alone": 1,
-        "unrecognised_subjects": [],
-    }
+    assert cancellation_of(order).result == one_order(cancelled=0, left_alone=1)
 
 
 @pytest.mark.django_db
@@ -329,12 +321,7 @@ def test_an_accept_still_committing_at_the_deadline_wins_over_the_cancellation(r
     # The cancellation's UPDATE waits for the accept's row lock.
     race_behind_lock(holder=restaurant_accepts, holding=accepting, waiter=lambda: run_due(DEADLINE), release=commit)
     assert status(order) == OrderStatus.ACCEPTED
-    assert cancellation_of(order).result == {
-        "orders": 1,
-        "cancelled": 0,
-        "left_alone": 1,
-        "unrecognised_subjects": [],
-    }
+    assert cancellation_of(order).result == one_order(cancelled=0, left_alone=1)
 
 
 @pytest.mark.postgres
@@ -342,25 +329,8 @@ def test_an_accept_still_committing_at_the_deadline_wins_over_the_cancellation(r
 def test_the_safety_net_skips_an_order_someone_holds_and_does_not_wait_for_it(restaurant, clocks):
     held, free = imported(restaurant, PLACED_AT), imported(restaurant, PLACED_AT)
     clocks(DEADLINE)
-    holding, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        try:
-            with transaction.atomic():
-                list(Order.objects.select_for_update().filter(pk=held.pk))
-                holding.set()
-                release.wait(10)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    assert holding.wait(10)
-    try:
+    with held_in_thread(lambda: list(Order.objects.select_for_update().filter(pk=held.pk))):
         cancelled = orders_cancel_overdue()
-    finally:
-        release.set()
-        thread.join()
     assert cancelled == 1
     assert (status(held), status(free)) == (OrderStatus.PLACED, OrderStatus.CANCELLED)
     assert orders_cancel_overdue() == 1  # the next pass takes it

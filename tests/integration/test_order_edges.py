@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import time_machine
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.urls import reverse
 
 from orders.admin import RateChangeForm
@@ -38,7 +38,7 @@ from payouts.selectors import ledger_problems
 from payouts.services import payouts_pay_due
 from tests.database_clock import database_clock_at
 from tests.fences import TokenOnly
-from tests.locks import wait_until_blocked
+from tests.locks import in_thread, race_in_threads, wait_until_blocked
 
 ONBOARDED = datetime(2027, 3, 1, tzinfo=UTC)  # a Monday
 PLACED_AT = datetime(2027, 3, 3, 12, tzinfo=UTC)
@@ -56,30 +56,6 @@ def accepted_order(place: Restaurant) -> Order:
         return order_accept(order_id=order.pk, now=PLACED_AT + timedelta(minutes=1))
 
 
-def in_thread(work: Any, *, hold: threading.Event | None = None) -> tuple[threading.Thread, threading.Event, list[Any]]:
-    """Run ``work()`` in a transaction on a connection of its own; with ``hold``, keep the
-    transaction (and its locks) open until it is set. Returns the thread, a 'has run'
-    event and what ``work`` returned or raised."""
-    done, outcome = threading.Event(), []
-
-    def run() -> None:
-        try:
-            with transaction.atomic():
-                outcome.append(work())
-                done.set()
-                if hold is not None:
-                    hold.wait(timeout=30)
-        except Exception as error:
-            outcome.append(error)
-        finally:
-            done.set()
-            connection.close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, done, outcome
-
-
 def pay_the_week() -> int:
     return payouts_pay_due(as_of=AS_OF, run=TokenOnly(fence=1, now=AS_OF), now=AS_OF).written
 
@@ -91,14 +67,9 @@ def pay_the_week() -> int:
 @pytest.mark.django_db(transaction=True)
 def test_a_delivery_that_lands_while_a_payout_holds_its_week_is_refused_with_a_ledger_error():
     order = accepted_order(restaurant())
-    release = threading.Event()
-    payer, paid, _ = in_thread(pay_the_week, hold=release)
-    assert paid.wait(timeout=30)  # the payout is written, not committed: the service's check passes
-    deliverer, _, delivered = in_thread(lambda: order_deliver(order_id=order.pk, now=DELIVERED_AT))
-    wait_until_blocked()  # the trigger, on the payout's lock of the restaurant row
-    release.set()
-    payer.join(timeout=30)
-    deliverer.join(timeout=30)
+    # The payout is written, not committed, so the service's check passes; the delivery's
+    # trigger then waits on the payout's lock of the restaurant row.
+    _, delivered = race_in_threads(pay_the_week, lambda: order_deliver(order_id=order.pk, now=DELIVERED_AT))
 
     [refusal] = delivered
     assert isinstance(refusal, LedgerError), repr(refusal)

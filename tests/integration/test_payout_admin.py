@@ -22,19 +22,15 @@ from payouts.models import Payout
 from payouts.selectors import CSV_HEADER
 from scheduling.execution import runs_execute
 from scheduling.services import run_claim_manual
+from tests.admin_pages import ADMIN_PAGES
 
-pytestmark = pytest.mark.filterwarnings("ignore:No directory at:UserWarning")
+pytestmark = ADMIN_PAGES
 
 ONBOARDED = datetime(2027, 3, 1, 4, 0, tzinfo=UTC)
 # Four weeks in Kolkata and London; five in New York, where the onboarding instant is
 # still Sunday 28 February, so the restaurant's first week is that of 22 February.
 AS_OF = datetime(2027, 3, 29, 20, 30, tzinfo=UTC)
 CHANGELIST = "admin:payouts_payout_changelist"
-
-
-@pytest.fixture(autouse=True)
-def _plain_http_and_static(admin_pages: None) -> None:
-    """Every test here reads admin pages (see tests/conftest.py)."""
 
 
 @pytest.fixture

@@ -11,17 +11,18 @@ with their own parameters.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from orders.errors import OrderDeadlineError
 from orders.models import Order, OrderStatus, Restaurant
 from orders.services import _overdue_order_ids, order_accept, order_reject, orders_cancel_unaccepted
+from tests.plans import rows_read, statements_on
 from tiffin import clock
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=False)]
@@ -53,46 +54,6 @@ def pending() -> list[int]:
     return [int(order.pk) for order in orders]
 
 
-def _statements(call: Callable[[], Any]) -> list[tuple[str, Any]]:
-    """The statements on orders_order that ``call`` runs, with their parameters (undone)."""
-    seen: list[tuple[str, Any]] = []
-
-    def capture(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        if "orders_order" in sql:
-            seen.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with transaction.atomic():
-        with connection.execute_wrapper(capture):
-            call()
-        transaction.set_rollback(True)
-    assert seen, "the call ran no statement on orders_order"
-    return seen
-
-
-def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield node
-    for child in node.get("Plans", []):
-        yield from _nodes(child)
-
-
-def _rows_read(sql: str, params: Any) -> list[tuple[str, int]]:
-    """Each scan of orders_order in the statement's plan (run for real, then undone), with
-    the rows it read: those it returned and those its filter threw away."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
-        (plan,) = cursor.fetchone()
-        transaction.set_rollback(True)
-    return [
-        (
-            f"{node['Node Type']} {node.get('Index Name', '')}",
-            (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * node["Actual Loops"],
-        )
-        for node in _nodes(plan[0]["Plan"])
-        if node.get("Relation Name") == "orders_order" and node["Node Type"] != "ModifyTable"
-    ]
-
-
 def _accept_refused(order_id: int) -> None:
     with pytest.raises(OrderDeadlineError):
         order_accept(order_id=order_id, now=clock.now())
@@ -109,8 +70,8 @@ def _accept_refused(order_id: int) -> None:
     ],
 )
 def test_a_statement_about_some_pending_orders_reads_only_theirs(pending: list[int], call: Callable[[list[int]], Any]):
-    for sql, params in _statements(lambda: call(pending)):
-        scans = _rows_read(sql, params)
+    for sql, params in statements_on("orders_order", lambda: call(pending)):
+        scans = rows_read("orders_order", sql, params)
         assert scans, sql
         # Bounded by the orders the statement is about, not by the PENDING others.
         assert all(rows <= NAMED for _, rows in scans), (scans, sql)

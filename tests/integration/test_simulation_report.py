@@ -176,15 +176,21 @@ def test_the_ledger_invariant_is_a_line_of_the_report_even_when_every_payout_mat
     assert [p for p in report.problems if not p.startswith(never_executed)] == [f"ledger: {line}"]
 
 
-def test_an_order_cancelled_before_its_deadline_breaks_the_invariant_whatever_the_skew(
-    window: list[datetime], order_factory: Any
-) -> None:
+def _rush_order_after(window: list[datetime], order_factory: Any) -> Order:
+    """Every tick of ``window`` run, then an order of the rush placed at T0 (named as the
+    simulation names its orders), still placed."""
     for tick in window:
         _run(tick)
     order = order_factory(OrderStatus.PLACED, placed_at=T0)
-    Order.objects.filter(pk=order.pk).update(
-        customer_ref="rush-00001", status=OrderStatus.CANCELLED, cancelled_at=T0 + timedelta(seconds=570)
-    )
+    Order.objects.filter(pk=order.pk).update(customer_ref="rush-00001")
+    return order
+
+
+def test_an_order_cancelled_before_its_deadline_breaks_the_invariant_whatever_the_skew(
+    window: list[datetime], order_factory: Any
+) -> None:
+    order = _rush_order_after(window, order_factory)
+    Order.objects.filter(pk=order.pk).update(status=OrderStatus.CANCELLED, cancelled_at=T0 + timedelta(seconds=570))
     assert simulation_report(extra_problems=[]).problems == ["orders cancelled early: 1"]
     # The database's clock judges deadlines: no scheduler's skew explains an early one.
     assert simulation_report(extra_problems=[], clock_skew=90).problems == ["orders cancelled early: 1"]
@@ -193,10 +199,7 @@ def test_an_order_cancelled_before_its_deadline_breaks_the_invariant_whatever_th
 def test_an_order_left_unanswered_past_its_deadline_is_a_miss_unless_the_design_explains_it(
     window: list[datetime], order_factory: Any
 ) -> None:
-    for tick in window:
-        _run(tick)
-    order = order_factory(OrderStatus.PLACED, placed_at=T0)
-    Order.objects.filter(pk=order.pk).update(customer_ref="rush-00001")
+    order = _rush_order_after(window, order_factory)
     cancellation = JobRun.objects.get(job_name="cancel-stale-order", subject=f"order:{order.pk}")
     deadline = cancellation.scheduled_for
     assert simulation_report(extra_problems=[]).orders.overdue_unanswered == 1

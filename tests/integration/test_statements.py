@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import time_machine
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core import mail
 from django.db import IntegrityError
@@ -28,10 +27,8 @@ from operations.monitoring import CheckWindow
 from orders.models import Restaurant
 from payouts.models import Payout
 from payouts.services import payouts_pay_due
-from scheduling.execution import runs_execute
 from scheduling.fencing import StaleFenceError
-from scheduling.models import RunAlert, RunStatus
-from scheduling.services import run_claim_manual
+from scheduling.models import RunAlert
 from statements.errors import StatementError
 from statements.jobs import statements_sent
 from statements.models import SEND_STATEMENTS_JOB, Statement, StatementStatus, statement_message_id
@@ -46,7 +43,7 @@ from statements.services import (
 from support.ports import free_port
 from tests.engine import pay
 from tests.fences import TokenOnly
-from tests.outbox import AS_OF, PAID_AT, Clock, due_again, paid_restaurants
+from tests.outbox import AS_OF, PAID_AT, Clock, due_again, paid_restaurants, sender_run
 from tests.smtp_sink import RunningSmtpServer, running_smtp_server
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
@@ -154,14 +151,17 @@ def test_statements_roll_back_with_their_payouts(restaurant_factory: Any, order_
     assert not Payout.objects.filter(statement__isnull=True).exists()  # every payout has its statement
 
 
+def only_one_unsent() -> Statement:
+    """The statement of the payout with two orders, left the only one to mail (the others
+    recorded as sent)."""
+    statement = Statement.objects.get(payout__order_count=2)
+    Statement.objects.exclude(id=statement.id).update(status=StatementStatus.SENT, sent_at=PAID_AT)
+    return statement
+
+
 def test_the_send_job_mails_each_statement_once_with_its_message_id(paid: Any, smtp: RunningSmtpServer) -> None:
     paid(2)
-    with time_machine.travel(PAID_AT + timedelta(minutes=1), tick=False):
-        run = run_claim_manual(job_name=SEND_STATEMENTS_JOB, scheduled_for=PAID_AT, now=PAID_AT, enqueue=False)
-        assert run is not None
-        runs_execute(run_ids=[run.id], worker="test")
-    run.refresh_from_db()
-    assert run.status == RunStatus.SUCCEEDED, run.error
+    run = sender_run(SEND_STATEMENTS_JOB, scheduled_for=PAID_AT, at=PAID_AT + timedelta(minutes=1))
     assert run.result == {"attached": 0, "sent": 6}
     statements = {s.message_id: s for s in Statement.objects.all()}
     assert copies(smtp) == Counter(dict.fromkeys(statements, 1))
@@ -182,8 +182,7 @@ def test_accepted_then_connection_dropped_mails_exactly_one_duplicate(paid: Any,
     """The server took the message and the connection dropped before its 250: the sender
     cannot know, retries with the same Message-ID, and the receiver holds two copies."""
     paid(1)
-    statement = Statement.objects.get(payout__order_count=2)
-    Statement.objects.exclude(id=statement.id).update(status=StatementStatus.SENT, sent_at=PAID_AT)
+    statement = only_one_unsent()
     clock = Clock(PAID_AT)
     smtp.fail_next("drop-after-data")
     assert send_pass(clock) == {"attached": 0, "retrying": 1}
@@ -202,8 +201,7 @@ def test_accepted_then_connection_dropped_mails_exactly_one_duplicate(paid: Any,
 
 def test_server_down_then_up_mails_no_duplicate(paid: Any, tmp_path: Path, settings: Any) -> None:
     paid(1)
-    statement = Statement.objects.get(payout__order_count=2)
-    Statement.objects.exclude(id=statement.id).update(status=StatementStatus.SENT, sent_at=PAID_AT)
+    statement = only_one_unsent()
     settings.EMAIL_PORT = free_port()  # nothing listens there yet
     clock = Clock(PAID_AT)
     assert send_pass(clock) == {"attached": 0, "retrying": 1}
@@ -218,8 +216,7 @@ def test_server_down_then_up_mails_no_duplicate(paid: Any, tmp_path: Path, setti
 
 def test_a_temporary_refusal_mails_no_duplicate(paid: Any, smtp: RunningSmtpServer) -> None:
     paid(1)
-    statement = Statement.objects.get(payout__order_count=2)
-    Statement.objects.exclude(id=statement.id).update(status=StatementStatus.SENT, sent_at=PAID_AT)
+    statement = only_one_unsent()
     clock = Clock(PAID_AT)
     smtp.fail_next("451", "451")
     assert send_pass(clock) == {"attached": 0, "retrying": 1}
@@ -236,8 +233,7 @@ def test_a_worker_killed_between_send_and_commit_mails_one_duplicate(paid: Any, 
     """Steps 1 and 2 of ``statement_send`` and no step 3 (what a SIGKILL after the 250
     leaves): the lease runs out, the next run mails it again under the same Message-ID."""
     paid(1)
-    statement = Statement.objects.get(payout__order_count=2)
-    Statement.objects.exclude(id=statement.id).update(status=StatementStatus.SENT, sent_at=PAID_AT)
+    statement = only_one_unsent()
     taken = statement_attempt_begin(statement_id=statement.id, fence=1, job_run_id=None, now=PAID_AT)
     assert taken is not None
     statement_mail(statement=taken)  # the server says 250; the worker dies before recording it
@@ -252,8 +248,7 @@ def test_two_senders_mail_a_statement_once(paid: Any, smtp: RunningSmtpServer) -
     """A second sender that comes while the first is mid-conversation finds the statement
     leased and leaves it; the first records it under its fence."""
     paid(1)
-    statement = Statement.objects.get(payout__order_count=2)
-    Statement.objects.exclude(id=statement.id).update(status=StatementStatus.SENT, sent_at=PAID_AT)
+    statement = only_one_unsent()
     taken = statement_attempt_begin(statement_id=statement.id, fence=1, job_run_id=None, now=PAID_AT)
     assert taken is not None
     assert send_pass(Clock(PAID_AT), fence=2) == {"attached": 0}  # the second sender: nothing due
@@ -303,8 +298,7 @@ def test_a_sender_paused_past_its_lease_mails_one_duplicate_and_records_nothing(
     """The paused sender's mail goes out (nothing can stop it), but its record is refused
     by the fence once the run that replaced it has recorded the statement."""
     paid(1)
-    statement = Statement.objects.get(payout__order_count=2)
-    Statement.objects.exclude(id=statement.id).update(status=StatementStatus.SENT, sent_at=PAID_AT)
+    statement = only_one_unsent()
     paused = statement_attempt_begin(statement_id=statement.id, fence=1, job_run_id=None, now=PAID_AT)
     assert paused is not None
     clock = Clock(due_again(statement))  # the lease ran out while it was paused
@@ -336,8 +330,7 @@ def test_a_permanent_refusal_stops_the_statement_alerts_once_and_a_person_retrie
     (as a transfer the provider refuses does), is alerted once and stays a problem until a
     person fixes the address and retries it, under the same Message-ID."""
     [restaurant] = paid(1)
-    statement = Statement.objects.get(payout__order_count=2)
-    Statement.objects.exclude(id=statement.id).update(status=StatementStatus.SENT, sent_at=PAID_AT)
+    statement = only_one_unsent()
     clock = Clock(PAID_AT)
     smtp.fail_next("550")
     assert send_pass(clock) == {"attached": 0, "stopped": 1}

@@ -16,18 +16,14 @@ from django.urls import reverse
 
 from orders.models import OrderStatus, Restaurant
 from payouts.models import Payout
+from tests.admin_pages import ADMIN_PAGES
 from tests.engine import pay
 from transfers.models import Transfer, TransferStatus
 
-pytestmark = pytest.mark.filterwarnings("ignore:No directory at:UserWarning")
+pytestmark = ADMIN_PAGES
 
 AS_OF = datetime(2027, 3, 21, 20, 30, tzinfo=UTC)
 TRANSFERS = "admin:transfers_transfer_changelist"
-
-
-@pytest.fixture(autouse=True)
-def _plain_http_and_static(admin_pages: None) -> None:
-    """Every test here reads admin pages (see tests/conftest.py)."""
 
 
 @pytest.fixture

@@ -23,18 +23,17 @@ import stripe
 import time_machine
 from django.db import IntegrityError, connections, transaction
 from django.urls import reverse
-from prometheus_client.parser import text_string_to_metric_families
 
 from operations.monitoring import CheckWindow
 from orders.models import OrderStatus, Restaurant
 from payouts.models import Payout
 from payouts.services import payouts_pay_due
-from scheduling.execution import runs_execute
 from scheduling.models import JobRun, RunAlert, RunStatus
-from scheduling.services import run_claim_manual, run_execute_here
+from scheduling.services import run_execute_here
 from simulation.provider_process import RunningSandbox, running_sandbox
 from tests.fences import TokenOnly
-from tests.outbox import AS_OF, PAID_AT, Clock, due_again, paid_restaurants
+from tests.outbox import AS_OF, PAID_AT, Clock, due_again, paid_restaurants, sender_run
+from tests.prometheus import scrape
 from tiffin.money import to_minor_units
 from transfers import provider
 from transfers.errors import InexactAmountError, TransferError
@@ -105,6 +104,18 @@ def assert_provider_matches_ledger() -> None:
 def send_one(transfer: Transfer, clock: Clock, *, fence: int = 1) -> SendResult:
     client = stripe_client()
     return transfer_send(transfer_id=transfer.id, fence=fence, job_run_id=None, client=client, read_clock=clock)
+
+
+def answer_lost(sandbox: RunningSandbox, paid: Callable[..., list[Restaurant]]) -> tuple[Transfer, Clock]:
+    """One payout's transfer whose first request the provider committed and never answered
+    in time: it is retrying, and the provider holds it under its key."""
+    paid(1)
+    transfer = Transfer.objects.order_by("id").first()
+    assert transfer is not None
+    clock = Clock(PAID_AT)
+    sandbox.arm_fault("commit-then-timeout", count=1, methods=("POST",), delay_ms=3000)
+    assert send_one(transfer, clock) == SendResult.RETRYING
+    return transfer, clock
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float = 30.0) -> None:
@@ -191,12 +202,7 @@ def test_the_send_transfers_job_sends_them_all(sandbox, paid) -> None:
     paid(3)
     # The send-transfers tick of the payout run's minute, claimed and executed here.
     tick = PAID_AT.replace(second=0)
-    with time_machine.travel(PAID_AT + timedelta(seconds=10), tick=False):
-        run = run_claim_manual(job_name=SEND_TRANSFERS_JOB, scheduled_for=tick, now=PAID_AT, enqueue=False)
-        assert run is not None
-        runs_execute(run_ids=[run.id], worker="test")
-    run.refresh_from_db()
-    assert run.status == RunStatus.SUCCEEDED, run.error
+    run = sender_run(SEND_TRANSFERS_JOB, scheduled_for=tick, at=PAID_AT + timedelta(seconds=10))
     assert run.result == {"attached": 0, "sent": 6}
     assert_provider_matches_ledger()
 
@@ -330,12 +336,7 @@ def test_a_paused_sender_whose_request_is_in_flight_pays_once(sandbox, paid) -> 
 
 @pytest.mark.django_db(transaction=True)
 def test_an_amount_changed_between_attempts_is_refused_stopped_alerted_and_never_resent(sandbox, paid) -> None:
-    paid(1)
-    transfer = Transfer.objects.order_by("id").first()
-    assert transfer is not None
-    clock = Clock(PAID_AT)
-    sandbox.arm_fault("commit-then-timeout", count=1, methods=("POST",), delay_ms=3000)
-    assert send_one(transfer, clock) == SendResult.RETRYING
+    transfer, clock = answer_lost(sandbox, paid)
     Transfer.objects.filter(id=transfer.id).update(amount_minor=transfer.amount_minor + 100)  # the bug
     clock.at = due_again(transfer)
     assert send_one(transfer, clock) == SendResult.STOPPED
@@ -360,12 +361,7 @@ def test_an_amount_changed_between_attempts_is_refused_stopped_alerted_and_never
 
 @pytest.mark.django_db(transaction=True)
 def test_past_the_key_retention_a_transfer_is_looked_up_not_resent(sandbox, paid) -> None:
-    paid(1)
-    transfer = Transfer.objects.order_by("id").first()
-    assert transfer is not None
-    clock = Clock(PAID_AT)
-    sandbox.arm_fault("commit-then-timeout", count=1, methods=("POST",), delay_ms=3000)
-    assert send_one(transfer, clock) == SendResult.RETRYING
+    transfer, clock = answer_lost(sandbox, paid)
     # A day passes: the provider forgets the key; a blind resend would pay a second time.
     sandbox.advance_clock(RETENTION + 60)
     clock.advance(seconds=RETENTION + 60)
@@ -570,14 +566,3 @@ def test_the_reconciliation_is_on_metrics_and_the_transfers_admin(
     assert f'href="{reverse("admin:scheduling_jobrun_change", args=[run.id])}"' in page
     assert "<strong>0</strong> transfers matched; 1 missing at the provider, 1 unknown to the ledger," in page
     assert "Each mismatch is an open problem of check_runs." in page
-
-
-def scrape(client: Any) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
-    """Every sample of a /metrics scrape: {sample name: {sorted labels: value}}."""
-    response = client.get("/metrics")
-    assert response.status_code == 200, response.content
-    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
-    for family in text_string_to_metric_families(response.content.decode()):
-        for sample in family.samples:
-            samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
-    return samples

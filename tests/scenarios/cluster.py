@@ -42,7 +42,7 @@ import pytest
 
 from support.ports import free_port
 from support.processes import stop_group
-from tests.scenarios.harness import PostgresServer, Scenario
+from tests.scenarios.harness import PostgresServer, Scenario, manage_output
 
 SUPERUSER = "postgres"
 # Small and quick: the scenario needs a few connections, never durability.
@@ -316,3 +316,14 @@ def _kill_survivors(pids: list[int]) -> None:
         with contextlib.suppress(OSError):
             if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"postgres"):
                 os.kill(pid, signal.SIGKILL)
+
+
+@contextmanager
+def migrated_pair(database: str) -> Iterator[tuple[ThrowawayCluster, ThrowawayCluster]]:
+    """``replicated_pair`` with ``database`` created and migrated on the primary: a primary
+    and its asynchronous standby, both stopped (by process group) and removed however the
+    block ends."""
+    with replicated_pair() as (primary, standby):
+        primary.server.create_database(database)
+        manage_output(primary.server.url(database), "migrate", "--noinput", "--verbosity", "0")
+        yield primary, standby

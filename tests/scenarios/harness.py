@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -24,7 +25,15 @@ import psycopg
 
 from scheduling import cron
 from support.databases import database_create, database_drop
-from support.processes import PROJECT_DIR, Fleet, Process, SimulatedTime, wait_for, wait_while_progressing
+from support.processes import (
+    PROJECT_DIR,
+    Fleet,
+    Process,
+    SimulatedTime,
+    run_in_group,
+    wait_for,
+    wait_while_progressing,
+)
 
 # Every scenario process gets these: scheduler loops sleep at most 0.2 real seconds (ticks
 # and due runs are seen promptly), django-q2 polls its queue every 0.05 s.
@@ -40,18 +49,38 @@ STALL_SECONDS = 30.0
 BOOT_STALL_SECONDS = 2 * STALL_SECONDS
 
 
-def manage_at(url: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run ``manage.py <args>`` to completion against the database at ``url`` (a cluster's
-    multi-host URL, before any fleet exists), with the scenarios' process environment."""
+def manage_run(env: Mapping[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run ``manage.py <args>`` to completion with exactly the environment ``env``; its
+    output captured as text."""
     return subprocess.run(
         [sys.executable, str(PROJECT_DIR / "manage.py"), *args],
-        env={**os.environ, **PROCESS_ENVIRONMENT, "DATABASE_URL": url},
+        env=dict(env),
         cwd=PROJECT_DIR,
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
     )
+
+
+def manage_at(url: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run ``manage.py <args>`` to completion against the database at ``url`` (a cluster's
+    multi-host URL, before any fleet exists), with the scenarios' process environment."""
+    return manage_run({**os.environ, **PROCESS_ENVIRONMENT, "DATABASE_URL": url}, *args, timeout=timeout)
+
+
+def manage_output(url: str, *args: str, allowed: tuple[int, ...] = (0,)) -> str:
+    """``manage.py <args>`` against the database at ``url``, in its own process group
+    (stopped whole however the call ends); its stdout. Fails unless it exits with one of
+    ``allowed``."""
+    env = {**os.environ, "DATABASE_URL": url, "LOG_LEVEL": "WARNING"}
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        manage = [sys.executable, str(PROJECT_DIR / "manage.py"), *args]
+        code = run_in_group(manage, env=env, stdout=out, stderr=err, grace=5, timeout=180)
+        out.seek(0)
+        err.seek(0)
+        assert code in allowed, f"manage.py {' '.join(args)} failed ({code}):\n{err.read().decode(errors='replace')}"
+        return out.read().decode()
 
 
 @dataclass(frozen=True)
@@ -174,15 +203,7 @@ class Scenario:
         """Run ``manage.py <args>`` to completion against the scenario's database (with
         ``clock`` and ``env`` on top of the fleet's environment)."""
         environment = {**self.fleet.environment, **(clock.environment() if clock else {}), **(env or {})}
-        return subprocess.run(
-            [sys.executable, str(PROJECT_DIR / "manage.py"), *args],
-            env=environment,
-            cwd=PROJECT_DIR,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        return manage_run(environment, *args)
 
     def seed(self, *, restaurants: int, weeks: int, now: datetime) -> None:
         done = self.manage(
@@ -358,15 +379,8 @@ def migrated_template(server: PostgresServer) -> Iterator[str]:
     name = f"tiffin_scn_template_{os.getpid()}"
     server.create_database(name)
     try:
-        migrate = subprocess.run(
-            [sys.executable, str(PROJECT_DIR / "manage.py"), "migrate", "--noinput", "--verbosity", "0"],
-            env={**os.environ, "DATABASE_URL": server.url(name)},
-            cwd=PROJECT_DIR,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        environment = {**os.environ, "DATABASE_URL": server.url(name)}
+        migrate = manage_run(environment, "migrate", "--noinput", "--verbosity", "0")
         assert migrate.returncode == 0, migrate.stderr
         yield name
     finally:

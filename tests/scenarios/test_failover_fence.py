@@ -26,16 +26,15 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
 
-from support.processes import PROJECT_DIR, stop_group, wait_for
-from tests.scenarios.cluster import ThrowawayCluster, replicated_pair
-from tests.scenarios.harness import PostgresServer
+from support.processes import PROJECT_DIR, in_group, wait_for
+from tests.scenarios.cluster import ThrowawayCluster, migrated_pair
+from tests.scenarios.harness import PostgresServer, manage_output
 from tests.scenarios.replication import pause_wal_sender, wait_replayed
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
@@ -106,12 +105,9 @@ def test_with_a_synchronous_standby_no_confirmed_claim_is_lost(
 
 @pytest.fixture
 def failover_pair() -> Iterator[tuple[ThrowawayCluster, ThrowawayCluster]]:
-    """A primary with a migrated DATABASE and its asynchronous standby, both stopped (by
-    process group) and removed however the scenario ends."""
-    with replicated_pair() as (primary, standby):
-        primary.server.create_database(DATABASE)
-        _manage(primary.server, "migrate", "--noinput", "--verbosity", "0")
-        yield primary, standby
+    """A primary with a migrated DATABASE and its asynchronous standby (``migrated_pair``)."""
+    with migrated_pair(DATABASE) as pair:
+        yield pair
 
 
 def _take_tokens(server: PostgresServer, count: int) -> list[int]:
@@ -128,27 +124,8 @@ def _tick(server: PostgresServer, now: datetime) -> list[tuple[str, datetime]]:
 
 
 def _manage(server: PostgresServer, *args: str) -> str:
-    """``manage.py <args>`` against DATABASE on ``server``, in its own process group
-    (stopped whole however the call ends); its stdout."""
-    env = {**os.environ, "DATABASE_URL": server.url(DATABASE), "LOG_LEVEL": "WARNING"}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        command = subprocess.Popen(
-            [sys.executable, str(PROJECT_DIR / "manage.py"), *args],
-            env=env,
-            cwd=PROJECT_DIR,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-        )
-        try:
-            code = command.wait(timeout=180)
-        finally:
-            stop_group(command, grace=5)
-        out.seek(0)
-        err.seek(0)
-        assert code == 0, f"manage.py {' '.join(args)} failed ({code}):\n{err.read().decode(errors='replace')}"
-        return out.read().decode()
+    """``manage.py <args>`` against DATABASE on ``server`` (``manage_output``); its stdout."""
+    return manage_output(server.url(DATABASE), *args)
 
 
 @contextmanager
@@ -156,19 +133,8 @@ def _manage_started(server: PostgresServer, *args: str) -> Iterator[subprocess.P
     """``manage.py <args>`` against DATABASE on ``server``, running for the block in its own
     process group, stopped whole afterwards."""
     env = {**os.environ, "DATABASE_URL": server.url(DATABASE), "LOG_LEVEL": "WARNING"}
-    command = subprocess.Popen(
-        [sys.executable, str(PROJECT_DIR / "manage.py"), *args],
-        env=env,
-        cwd=PROJECT_DIR,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
+    with in_group([sys.executable, str(PROJECT_DIR / "manage.py"), *args], env=env, grace=5) as command:
         yield command
-    finally:
-        stop_group(command, grace=5)
 
 
 def _make_standby_synchronous(server: PostgresServer) -> None:

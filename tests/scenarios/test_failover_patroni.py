@@ -25,10 +25,7 @@ started there) is printed; docs/failover.md records it.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,8 +35,8 @@ from pathlib import Path
 import pytest
 
 from simulation.services import PROBE_JOB, SETTLEMENT_JOB
-from support.processes import PROJECT_DIR, Fleet, SimulatedTime, wait_for
-from tests.scenarios.harness import PROCESS_ENVIRONMENT, Scenario, ScenarioDatabase
+from support.processes import Fleet, SimulatedTime, wait_for
+from tests.scenarios.harness import PROCESS_ENVIRONMENT, Scenario, ScenarioDatabase, manage_at
 from tests.scenarios.patroni_cluster import PatroniCluster, patroni_cluster
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(600)]
@@ -208,15 +205,7 @@ def failover(tmp_path: Path) -> Iterator[tuple[PatroniCluster, Scenario]]:
         leader = cluster.leader()
         leader.server.create_database(DATABASE)
         url = cluster.url(DATABASE)
-        migrate = subprocess.run(
-            [sys.executable, str(PROJECT_DIR / "manage.py"), "migrate", "--noinput", "--verbosity", "0"],
-            env={**os.environ, **PROCESS_ENVIRONMENT, "DATABASE_URL": url},
-            cwd=PROJECT_DIR,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        migrate = manage_at(url, "migrate", "--noinput", "--verbosity", "0")
         assert migrate.returncode == 0, migrate.stderr
         environment = {
             "DATABASE_URL": url,

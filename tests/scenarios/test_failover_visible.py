@@ -16,19 +16,14 @@ runs still running under the old one.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from support.processes import PROJECT_DIR, stop_group
-from tests.scenarios.cluster import ThrowawayCluster, replicated_pair
-from tests.scenarios.harness import PostgresServer
+from tests.scenarios.cluster import ThrowawayCluster, migrated_pair
+from tests.scenarios.harness import PostgresServer, manage_output
 from tests.scenarios.replication import wait_replayed
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
@@ -106,12 +101,9 @@ def test_check_runs_reports_the_failover_and_the_runs_it_cut_off(
 
 @pytest.fixture
 def failover_pair() -> Iterator[tuple[ThrowawayCluster, ThrowawayCluster]]:
-    """A primary with a migrated DATABASE and its asynchronous standby, both stopped (by
-    process group) and removed however the scenario ends."""
-    with replicated_pair() as (primary, standby):
-        primary.server.create_database(DATABASE)
-        _manage(primary.server, "migrate", "--noinput", "--verbosity", "0")
-        yield primary, standby
+    """A primary with a migrated DATABASE and its asynchronous standby (``migrated_pair``)."""
+    with migrated_pair(DATABASE) as pair:
+        yield pair
 
 
 def _failovers(server: PostgresServer, now: datetime) -> list[dict[str, Any]]:
@@ -135,24 +127,5 @@ def _metrics(server: PostgresServer) -> dict[str, float]:
 
 
 def _manage(server: PostgresServer, *args: str, allowed: tuple[int, ...] = (0,)) -> str:
-    """``manage.py <args>`` against DATABASE on ``server``, in its own process group
-    (stopped whole however the call ends); its stdout."""
-    env = {**os.environ, "DATABASE_URL": server.url(DATABASE), "LOG_LEVEL": "WARNING"}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        command = subprocess.Popen(
-            [sys.executable, str(PROJECT_DIR / "manage.py"), *args],
-            env=env,
-            cwd=PROJECT_DIR,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-        )
-        try:
-            code = command.wait(timeout=180)
-        finally:
-            stop_group(command, grace=5)
-        out.seek(0)
-        err.seek(0)
-        assert code in allowed, f"manage.py {' '.join(args)} failed ({code}):\n{err.read().decode(errors='replace')}"
-        return out.read().decode()
+    """``manage.py <args>`` against DATABASE on ``server`` (``manage_output``); its stdout."""
+    return manage_output(server.url(DATABASE), *args, allowed=allowed)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -29,8 +28,7 @@ import pytest
 from psycopg import sql
 
 from support import databases
-from support.processes import PROJECT_DIR
-from tests.scenarios.harness import PostgresServer, ScenarioDatabase
+from tests.scenarios.harness import PostgresServer, ScenarioDatabase, manage_run
 from tests.scenarios.ledger import assert_ledger_correct
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -60,15 +58,7 @@ class DeployDatabase(ScenarioDatabase):
     def manage(self, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
         environment = {k: v for k, v in os.environ.items() if not k.startswith("TIFFIN_CLOCK_")}
         environment.update(DATABASE_URL=self.url, DJANGO_SETTINGS_MODULE="tiffin.settings", **env)
-        return subprocess.run(
-            [sys.executable, str(PROJECT_DIR / "manage.py"), *args],
-            env=environment,
-            cwd=PROJECT_DIR,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        return manage_run(environment, *args)
 
     def execute_as_owner(self, statement: str) -> None:
         """Run ``statement`` on a connection of the deploy's role (the tables' owner)."""
