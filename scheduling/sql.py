@@ -25,7 +25,7 @@ from django.db.models import Q
 
 from scheduling import queries
 from scheduling.events import events_write
-from scheduling.models import DUE_STATUSES, FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
+from scheduling.models import FINAL_STATUSES, JobRun, JobRunEvent, RunStatus
 from tiffin.db import adapt, execute, fetch, fetch_instances, id_in, instance_created, jit_off
 
 # The final statuses as SQL literals, for the prune's statements, which are still built here
@@ -141,12 +141,14 @@ def enqueue_due_runs(*, now: datetime, job_names: Sequence[str], limit: int) -> 
     """Move up to ``limit`` runs of ``job_names`` that are due at ``now`` (delayed runs and
     retries) to enqueued, earliest due first, and write their ``enqueued`` events; return
     them as they now are, in that order (``queries.ENQUEUE_DUE_RUNS``: FOR UPDATE SKIP
-    LOCKED, so several schedulers take disjoint rows). The caller enqueues their tasks in
+    LOCKED, so several schedulers take disjoint rows; on SQLite, the single writer, the ids
+    by ``queries.DUE_RUN_IDS_SQLITE``, then the ORM). The caller enqueues their tasks in
     the same transaction."""
     if connection.vendor == "sqlite":
-        due = Q(status__in=list(DUE_STATUSES), due_at__lte=now, job_name__in=list(job_names))
-        runs = list(JobRun.objects.select_for_update(skip_locked=True).filter(due).order_by("due_at")[:limit])
-        JobRun.objects.filter(id__in=[run.id for run in runs]).update(status=RunStatus.ENQUEUED, enqueued_at=now)
+        params = {"now": now, "job_names": _names(job_names), "limit": limit}
+        ids = [row[0] for row in fetch(queries.DUE_RUN_IDS_SQLITE, params)]
+        runs = list(JobRun.objects.filter(id__in=ids).order_by("due_at", "id"))
+        JobRun.objects.filter(id__in=ids).update(status=RunStatus.ENQUEUED, enqueued_at=now)
         for run in runs:
             run.status, run.enqueued_at = RunStatus.ENQUEUED, now
         events_write(runs, kind="enqueued", now=now)
