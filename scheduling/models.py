@@ -142,7 +142,9 @@ class JobRun(models.Model):
         ]
         indexes = [
             # Scheduler: due delayed runs and due retries,
-            # WHERE status IN ('scheduled','failed','abandoned') AND due_at <= now ORDER BY due_at.
+            # WHERE status IN ('scheduled','failed','abandoned') AND due_at <= now ORDER BY due_at;
+            # their job test is one no index serves (scheduling.queries), so no statistics can
+            # send them to job_run_by_job or the claim key, every run of the job.
             models.Index(
                 fields=["due_at"],
                 name="job_run_due",

@@ -14,6 +14,13 @@ generic plan of a prepared statement would scan job_runs instead (job_run_due ho
 ``('scheduled', 'failed', 'abandoned')``). ``tests/unit/test_queries.py`` checks every
 column list and status list here against the models.
 
+The reads of due runs (the take, the earliest due, the pass's probe) test the job with
+``array_position(%(job_names)s::text[], job_name) IS NOT NULL``: the rows of ``job_name =
+ANY(...)``, but no index serves it, so ``job_run_due``, read in due order, is the only index
+left to them whatever the statistics say (unanalysed, the planner otherwise read every run
+of the job through ``job_run_by_job``). The take's UPDATE probes by ``id = ANY(ARRAY(...))``.
+``tests/integration/test_job_run_plans.py`` reads these plans.
+
 PostgreSQL runs these. SQLite, which has no arrays and no data-modifying CTE, runs some as
 written (``FENCE_ADVANCE``, ``SCHEDULE_STATES``), its own versions of others under the same
 names (``scheduling.queries_sqlite``), and the ORM for the rest (``scheduling.sql_sqlite``).
@@ -77,21 +84,22 @@ SELECT subject.*, claimed.id FROM subject LEFT JOIN claimed ON true
 
 # Take up to ``limit`` due runs (delayed runs and retries) of ``job_names``, earliest due
 # first, skipping rows another scheduler holds (FOR UPDATE SKIP LOCKED; the partial index
-# job_run_due serves the WHERE and the ORDER BY), move them to enqueued and write their
-# ``enqueued`` events. Returns them, every column, earliest due first.
+# job_run_due serves the WHERE and the ORDER BY, the only index the WHERE leaves: see the
+# module's doc for the job test), move them to enqueued and write their ``enqueued``
+# events. Returns them, every column, earliest due first.
 ENQUEUE_DUE_RUNS = """
 WITH due AS (
     SELECT id FROM job_runs
     WHERE status IN ('scheduled', 'failed', 'abandoned')
       AND due_at <= %(now)s
-      AND job_name = ANY(%(job_names)s::text[])
+      AND array_position(%(job_names)s::text[], job_name) IS NOT NULL
     ORDER BY due_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ),
 enqueued AS (
     UPDATE job_runs SET status = 'enqueued', enqueued_at = %(now)s
-    WHERE id IN (SELECT id FROM due)
+    WHERE id = ANY(ARRAY(SELECT id FROM due))
     RETURNING id, job_name, subject, scheduled_for, due_at, status, trigger, attempts, fence, created_at,
               enqueued_at, started_at, heartbeat_at, finished_at, worker, skip_reason, error, result, overlap
 ),
@@ -226,7 +234,7 @@ FIND_PASS_WORK = """
 SELECT 'due', '', (
     SELECT due_at FROM job_runs
     WHERE status IN ('scheduled', 'failed', 'abandoned') AND due_at IS NOT NULL
-      AND job_name = ANY(%(active)s::text[])
+      AND array_position(%(active)s::text[], job_name) IS NOT NULL
     ORDER BY due_at LIMIT 1
 )
 UNION ALL
@@ -246,6 +254,6 @@ SELECT 'stale', '', NULL WHERE EXISTS (
 FIRST_DUE_AT = """
 SELECT due_at FROM job_runs
 WHERE status IN ('scheduled', 'failed', 'abandoned') AND due_at IS NOT NULL
-  AND job_name = ANY(%(active)s::text[])
+  AND array_position(%(active)s::text[], job_name) IS NOT NULL
 ORDER BY due_at LIMIT 1
 """

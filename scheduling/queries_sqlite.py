@@ -31,11 +31,13 @@ RETURNING value
 """
 
 # queries.FIND_PASS_WORK on SQLite, which has no arrays: the job names as JSON arrays.
+# ``+job_name`` keeps the column out of every index (SQLite's array_position, see
+# sql_sqlite.DUE_RUN_IDS), so the due runs are read through job_run_due.
 FIND_PASS_WORK = """
 SELECT 'due', '', (
     SELECT due_at FROM job_runs
     WHERE status IN ('scheduled', 'failed', 'abandoned') AND due_at IS NOT NULL
-      AND job_name IN (SELECT value FROM json_each(%(active)s))
+      AND +job_name IN (SELECT value FROM json_each(%(active)s))
     ORDER BY due_at LIMIT 1
 )
 UNION ALL
@@ -54,7 +56,7 @@ SELECT 'stale', '', NULL WHERE EXISTS (
 FIRST_DUE_AT = """
 SELECT due_at FROM job_runs
 WHERE status IN ('scheduled', 'failed', 'abandoned') AND due_at IS NOT NULL
-  AND job_name IN (SELECT value FROM json_each(%(active)s))
+  AND +job_name IN (SELECT value FROM json_each(%(active)s))
 ORDER BY due_at LIMIT 1
 """
 

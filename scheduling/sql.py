@@ -137,7 +137,8 @@ def enqueue_due_runs(*, now: datetime, job_names: Sequence[str], limit: int) -> 
     """Move up to ``limit`` runs of ``job_names`` that are due at ``now`` (delayed runs and
     retries) to enqueued, earliest due first, and write their ``enqueued`` events; return
     them as they now are, in that order (``queries.ENQUEUE_DUE_RUNS``: FOR UPDATE SKIP
-    LOCKED, so several schedulers take disjoint rows). The caller enqueues their tasks in
+    LOCKED, so several schedulers take disjoint rows; on SQLite, the single writer, the ids
+    by ``queries.DUE_RUN_IDS_SQLITE``, then the ORM). The caller enqueues their tasks in
     the same transaction."""
     params = {"now": now, "job_names": list(job_names), "limit": limit}
     return fetch_instances(JobRun, queries.ENQUEUE_DUE_RUNS, params)

@@ -22,7 +22,7 @@ from django.db.models import Q
 
 from scheduling import queries_sqlite
 from scheduling.events import claim_event_kind, events_write
-from scheduling.models import DUE_STATUSES, JobRun, JobRunEvent, RunStatus
+from scheduling.models import JobRun, JobRunEvent, RunStatus
 from tiffin.db import adapt, fetch, fetch_instances
 
 if TYPE_CHECKING:
@@ -51,11 +51,27 @@ def claim_run_with_subject(row: ClaimRow, subject: SubjectInsert) -> tuple[tuple
     return tuple(inserted), (won[0] if won else None)
 
 
+# The take's pick (queries.ENQUEUE_DUE_RUNS's ``due``; the single writer needs no row
+# locks): up to ``limit`` due runs of ``job_names`` (a JSON array), earliest due first.
+# ``+job_name`` keeps the column out of every index, as array_position does on PostgreSQL:
+# unanalysed, SQLite otherwise read every run of the job through job_run_by_job and sorted
+# them (200,005 runs: 148 ms a take, now under 1 ms).
+DUE_RUN_IDS = """
+SELECT id FROM job_runs
+WHERE status IN ('scheduled', 'failed', 'abandoned')
+  AND due_at <= %(now)s
+  AND +job_name IN (SELECT value FROM json_each(%(job_names)s))
+ORDER BY due_at
+LIMIT %(limit)s
+"""
+
+
 def enqueue_due_runs(*, now: datetime, job_names: Sequence[str], limit: int) -> list[JobRun]:
-    """The due runs read, moved to enqueued and recorded, through the ORM."""
-    due = Q(status__in=list(DUE_STATUSES), due_at__lte=now, job_name__in=list(job_names))
-    runs = list(JobRun.objects.select_for_update(skip_locked=True).filter(due).order_by("due_at")[:limit])
-    JobRun.objects.filter(id__in=[run.id for run in runs]).update(status=RunStatus.ENQUEUED, enqueued_at=now)
+    """The due runs picked by ``DUE_RUN_IDS``, moved to enqueued and recorded, through the ORM."""
+    params = {"now": adapt(now), "job_names": json.dumps(list(job_names)), "limit": limit}
+    ids = [row[0] for row in fetch(DUE_RUN_IDS, params)]
+    runs = list(JobRun.objects.filter(id__in=ids).order_by("due_at", "id"))
+    JobRun.objects.filter(id__in=ids).update(status=RunStatus.ENQUEUED, enqueued_at=now)
     for run in runs:
         run.status, run.enqueued_at = RunStatus.ENQUEUED, now
     events_write(runs, kind="enqueued", now=now)

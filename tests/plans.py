@@ -28,10 +28,10 @@ def statements_on(table: str, call: Callable[[], Any], *, ignore: str = "") -> l
     return seen
 
 
-def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield node
     for child in node.get("Plans", []):
-        yield from _nodes(child)
+        yield from plan_nodes(child)
 
 
 def _scans(table: str, sql: str, params: Any, *, options: str) -> list[dict[str, Any]]:
@@ -43,7 +43,7 @@ def _scans(table: str, sql: str, params: Any, *, options: str) -> list[dict[str,
         transaction.set_rollback(True)
     return [
         node
-        for node in _nodes(plan[0]["Plan"])
+        for node in plan_nodes(plan[0]["Plan"])
         if node.get("Relation Name") == table and node["Node Type"] != "ModifyTable"
     ]
 

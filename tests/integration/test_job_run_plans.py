@@ -10,16 +10,25 @@ run waiting for a worker, and each start then read all of them, filtering by id.
 statements are the project's own, captured as they run, and explained with their own
 parameters. The scheduler's reads of due runs (the delayed-run take, a tick pass) read
 the backlog legitimately; they must stop after their LIMIT, not filter all of it.
+
+The reads of due runs had a trap of their own: with no statistics on job_runs at all
+(never analysed, or analysed empty), the planner took ``job_name = ANY(...)`` for a rare
+condition and ANDed a bitmap of every run of the job (job_run_by_job) with job_run_due,
+so with thousands of runs claimed for later and a handful due, the take read all of them;
+and the take's generic plan merge-joined its UPDATE with the whole primary key. Those
+reads are explained as prepared statements, with a custom plan and with the generic one.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from scheduling import sql
 from scheduling.context import RunContext
@@ -29,7 +38,7 @@ from scheduling.models import JobRun, Overlap, RunStatus, Trigger
 from scheduling.registry import Job, registry
 from scheduling.transitions import runs_fail, runs_succeed
 from tests.engine import T0, make_job
-from tests.plans import pages_read, rows_read, statements_on
+from tests.plans import pages_read, plan_nodes, rows_read, statements_on
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=False)]
 
@@ -37,6 +46,13 @@ BACKLOG = 5000  # enqueued runs, and as many scheduled ones, of the delayed job
 HANDFUL = 5  # the most rows a statement about one run may read: the run, and the few running
 TAKE = 20  # the delayed-run take's LIMIT here
 PAGES = 12  # the most pages such a statement's scans may touch (an index descent, a few rows)
+DUE = 5  # runs due among the LATER ones, in the reads without statistics
+# Runs claimed for after NOW. Fewer, and the planner reads job_run_by_job for the take only
+# from about 10,000 (PostgreSQL 15): the old take read all of them from there on.
+LATER = 20_000
+# The most rows or index entries a scan in a read of DUE due runs may touch: the due runs,
+# and in an index the versions of them the capture's run wrote and undid (dead, not yet vacuumed).
+DUE_READ = 4 * DUE
 
 DELAYED = make_job("plan-delayed", delayed=True, batch_size=200, timeout_seconds=60)
 # A cron job whose overlap is decided at each start, with a heartbeat (the sweep's other column).
@@ -173,3 +189,95 @@ def test_the_backlog_is_in_flight(in_flight: dict[str, JobRun]):
     assert JobRun.objects.filter(status=RunStatus.ENQUEUED).count() == BACKLOG
     assert in_flight["running"].status == RunStatus.RUNNING
     assert in_flight["cron-silent"].status == RunStatus.RUNNING
+
+
+@pytest.fixture
+def claimed_for_later() -> None:
+    """Statistics taken with job_runs empty (no column statistics: as never analysed), then
+    LATER delayed runs claimed for the hours after NOW and DUE due at NOW (not analysed)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL plans")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE job_runs")
+        cursor.execute(
+            """
+            INSERT INTO job_runs (job_name, subject, scheduled_for, due_at, status, trigger, attempts, created_at,
+                                  worker, skip_reason, error, overlap)
+            SELECT %(job)s, 'order:' || n, %(now)s + n * interval '1 second', %(now)s + n * interval '1 second',
+                   'scheduled', 'delayed', 0, %(now)s, '', '', '', ''
+            FROM generate_series(1 - %(due)s, %(later)s) AS n
+            """,
+            {"job": DELAYED.name, "now": NOW, "due": DUE, "later": LATER},
+        )
+
+
+def _entries_read(sql: str, params: dict[str, Any], plan_cache_mode: str) -> list[tuple[str, int]]:
+    """Each scan of job_runs in the statement's plan, prepared (PREPARE, its named parameters
+    numbered) and executed under ``plan_cache_mode``: a custom plan for the parameters, or
+    the generic plan a connection settles on after five runs; then undone. For each, the
+    rows it read (returned, removed by filter or by a recheck) and, for a bitmap scan of
+    one of job_runs' indexes, the entries it read."""
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
+    numbered = re.sub(r"%\((\w+)\)s", lambda name: f"${names.index(name[1]) + 1}", sql)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'job_runs'")
+        indexes = {name for (name,) in cursor.fetchall()}
+    arguments = ", ".join(["%s"] * len(names))
+    prepared = False
+    try:
+        # Client-side binding: a utility statement (EXPLAIN EXECUTE) takes no bound parameters.
+        with transaction.atomic(), psycopg.ClientCursor(connection.connection) as cursor:
+            cursor.execute(f"SET LOCAL plan_cache_mode = {plan_cache_mode}")
+            cursor.execute(f"PREPARE due_read AS {numbered}")
+            prepared = True
+            cursor.execute(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE due_read({arguments})", [params[name] for name in names]
+            )
+            row = cursor.fetchone()
+            transaction.set_rollback(True)
+    finally:
+        if prepared:  # a prepared statement outlives the transaction
+            with psycopg.ClientCursor(connection.connection) as cursor:
+                cursor.execute("DEALLOCATE due_read")
+    assert row is not None
+    (plan,) = row
+    return [
+        (
+            f"{node['Node Type']} {node.get('Index Name', '')}",
+            (node["Actual Rows"] + node.get("Rows Removed by Filter", 0) + node.get("Rows Removed by Index Recheck", 0))
+            * node["Actual Loops"],
+        )
+        for node in plan_nodes(plan[0]["Plan"])
+        if (node.get("Relation Name") == "job_runs" and node["Node Type"] != "ModifyTable")
+        or (node["Node Type"] == "Bitmap Index Scan" and node["Index Name"] in indexes)
+    ]
+
+
+def _take(runs: list[JobRun]) -> None:
+    runs += sql.enqueue_due_runs(now=NOW, job_names=[DELAYED.name], limit=TAKE)
+    assert len(runs) == DUE
+
+
+def _find_pass_work() -> None:
+    names = [DELAYED.name]
+    work = sql.find_pass_work(started_before=NOW, due_by=NOW, active=names, enqueued_before=NOW, declared=names)
+    assert work.due
+
+
+DUE_READS = [
+    pytest.param(lambda: _take([]), id="take"),
+    pytest.param(lambda: sql.first_due_at(active=[DELAYED.name]), id="first-due"),
+    pytest.param(_find_pass_work, id="pass-work"),
+]
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
+@pytest.mark.parametrize("call", DUE_READS)
+def test_a_read_of_due_runs_without_statistics_reads_only_the_due_runs(
+    claimed_for_later: None, call: Callable[[], Any], plan_cache_mode: str
+):
+    for statement, params in _statements(call):
+        scans = _entries_read(statement, params, plan_cache_mode)
+        assert scans, statement
+        # Bounded by the DUE runs, not by the LATER ones.
+        assert all(rows <= DUE_READ for _, rows in scans), (scans, statement)
