@@ -126,6 +126,7 @@ class StrategyPlan:
     faults: frozenset[StrategyFault]
     environment: dict[str, str] = field(default_factory=dict)
     skews: tuple[float, ...] = ()  # each server's clock offset, seconds (none: all exact)
+    pooler_connections: int = pgbouncer.POOL_SIZE  # the pooled cases' PgBouncer's server connections
 
     def skew(self, number: int) -> float:
         return self.skews[number - 1] if self.skews else 0.0
@@ -399,12 +400,12 @@ def _check_reports(missed: list[datetime], plan: StrategyPlan) -> bool:
 
 
 @contextmanager
-def _database_url(case: StrategyCase) -> Iterator[dict[str, str]]:
+def _database_url(case: StrategyCase, plan: StrategyPlan) -> Iterator[dict[str, str]]:
     """The processes' DATABASE_URL override: through a fresh PgBouncer when pooled."""
     if not case.pooled:
         yield {}
         return
-    with pgbouncer.pooled_database(settings.DATABASES["default"]) as pooled:
+    with pgbouncer.pooled_database(settings.DATABASES["default"], pool_size=plan.pooler_connections) as pooled:
         yield {"DATABASE_URL": pooled.url}
 
 
@@ -427,7 +428,7 @@ def run_case(
     say(f"{case.label}: {plan.servers} servers, {plan.duration} from {plan.start:%Y-%m-%d %H:%M} UTC")
     for attempt in range(1, BOOT_TRIES + 1):
         _forget(case)
-        with _database_url(case) as url:
+        with _database_url(case, plan) as url:
             deployment = StrategyDeployment(
                 replace(plan, environment={**_case_environment(plan), **url}),
                 case,
@@ -552,6 +553,14 @@ def add_strategy_arguments(parser: Any) -> None:
         help="every process behind a private PgBouncer in transaction mode (with --strategy, --chaos or a plain run)",
     )
     parser.add_argument(
+        "--pooler-connections",
+        type=int,
+        default=pgbouncer.POOL_SIZE,
+        metavar="N",
+        help=f"server connections that PgBouncer keeps (default {pgbouncer.POOL_SIZE}; 1: every process's "
+        "transactions take turns on one PostgreSQL session)",
+    )
+    parser.add_argument(
         "--strategy-faults",
         default="all",
         metavar="LIST",
@@ -594,7 +603,9 @@ def strategy_plan(
     faults = StrategyFault.parse_list(options["strategy_faults"])
     if faults and duration < MIN_DURATION:
         raise ValueError(f"--duration {options['duration']}: the faults need at least {MIN_DURATION} simulated")
-    return StrategyPlan(servers, workers, start, duration, speed, faults, environment, skews)
+    return StrategyPlan(
+        servers, workers, start, duration, speed, faults, environment, skews, options["pooler_connections"]
+    )
 
 
 def run_strategies(
