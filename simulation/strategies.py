@@ -22,7 +22,8 @@ sleeps to the next tick by its own clock and starts the tick's execution in a th
 cron forks a process, so a long run does not hold the next tick back. A process that was
 frozen fires, as soon as it wakes, each tick that came due meanwhile (a loop over the
 schedule's ticks does; cron itself would run only the current minute). A restarted one
-starts from the next tick: what came due while it was down is gone.
+starts from the next tick: what came due while it was down is gone. Given ``--until``
+(simulate gives the window's end) it exits once it has fired the ticks before it.
 """
 
 from __future__ import annotations
@@ -248,13 +249,19 @@ def cron_execute(strategy: Strategy, *, tick: datetime, server: str, client: red
         connection.close()  # this thread's connection (and a direct session's locks) end here
 
 
-def cron_loop(strategy: Strategy, *, server: str, stop: threading.Event, since: datetime) -> None:
-    """Fire every tick from ``since`` on until ``stop``, each in its own thread."""
+def cron_loop(
+    strategy: Strategy, *, server: str, stop: threading.Event, since: datetime, until: datetime | None = None
+) -> None:
+    """Fire every tick from ``since`` on (those already due at once), each in its own
+    thread, until ``stop`` or up to the last tick before ``until``; then wait for the
+    executions started."""
     client = redis_client() if strategy.needs_redis else None
     firing: list[threading.Thread] = []
-    after = max(since - timedelta(microseconds=1), clock.now())
+    after = since - timedelta(microseconds=1)
     while not stop.is_set():
         tick = cron.next_ticks(PROBE_CRON, "UTC", after, 1)[0]
+        if until is not None and tick >= until:
+            break
         while not stop.is_set() and (left := (tick - clock.now()).total_seconds()) > 0:
             stop.wait(clock.real_seconds(left))
         if stop.is_set():

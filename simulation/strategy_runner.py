@@ -38,7 +38,7 @@ from django.db import close_old_connections, connection
 
 from operations.monitoring import runs_check
 from scheduling import cron
-from scheduling.models import JobRun, RunStatus
+from scheduling.models import IN_FLIGHT_STATUSES, JobRun, RunStatus
 from scheduling.schedules import schedules_register
 from simulation.models import StrategyRun
 from simulation.services import simulation_reset
@@ -54,7 +54,7 @@ from simulation.strategies import (
     redis_problem,
 )
 from support import pgbouncer
-from support.processes import Fleet, Process, SimulatedTime, wait_for
+from support.processes import Fleet, Process, SimulatedTime, wait_for, wait_while_progressing
 
 LONG_RUN_SECONDS = 200.0
 PAUSE_AFTER = timedelta(seconds=30)
@@ -126,6 +126,7 @@ class StrategyPlan:
     faults: frozenset[StrategyFault]
     environment: dict[str, str] = field(default_factory=dict)
     skews: tuple[float, ...] = ()  # each server's clock offset, seconds (none: all exact)
+    pooler_connections: int = pgbouncer.POOL_SIZE  # the pooled cases' PgBouncer's server connections
 
     def skew(self, number: int) -> float:
         return self.skews[number - 1] if self.skews else 0.0
@@ -227,6 +228,7 @@ class StrategyDeployment:
         self.fleet = Fleet(environment=plan.environment, log_dir=log_dir)
         self.events: list[str] = []
         self.pending: list[tuple[datetime, int, Callable[[], None]]] = []
+        self.paused_run: JobRun | None = None  # the claim's run frozen, as its worker had it
 
     def run(self) -> list[str]:
         with self.fleet:
@@ -269,8 +271,9 @@ class StrategyDeployment:
         servers = 1 if self.case.strategy == Strategy.SPECIAL_SERVER else self.plan.servers
         for number in range(1, servers + 1):
             command = ["strategy_cron", "--strategy", self.case.strategy, "--server", f"server-{number}"]
+            window = ["--since", self.plan.start.isoformat(), "--until", self.plan.end.isoformat()]
             env = self.clock.environment(skew=self.plan.skew(number))
-            self.fleet.start(f"cron-{number}", [*command, "--since", self.plan.start.isoformat()], env=env)
+            self.fleet.start(f"cron-{number}", [*command, *window], env=env, may_finish=True)
 
     def _wait_ready(self) -> None:
         def ready(process: Process) -> bool:
@@ -294,8 +297,27 @@ class StrategyDeployment:
         self._at(self.clock.now() + PAUSE_FOR, lambda: self._resume(victim))
 
     def _resume(self, victim: Process) -> None:
+        run = self.paused_run
+        if run is not None:
+            # The fault is a worker that wakes after its run was taken from it (abandoned
+            # once its heartbeat stopped for the lease): the pause outlasts the lease by
+            # minutes, but a loaded machine's schedulers may notice late, so it wakes only
+            # then; and the deployment goes on once its late word was written or refused.
+            self._wait_none(
+                JobRun.objects.filter(id=run.pk, fence=run.fence, status=RunStatus.RUNNING),
+                "the run to be taken from it",
+            )
         victim.send(signal.SIGCONT)
         self._note(f"pause: SIGCONT {victim.name}")
+        if run is not None:
+            own = StrategyRun.objects.filter(scheduled_for=run.scheduled_for, server=run.worker, finished_at=None)
+            self._wait_none(own, "its execution to finish")
+
+    def _wait_none(self, queryset: Any, what: str) -> None:
+        try:
+            wait_for(lambda: _fresh_count(queryset) == 0, timeout=DRAIN_SECONDS, interval=0.05, what=what)
+        except TimeoutError:
+            self._note(f"pause: gave up waiting for {what} after {DRAIN_SECONDS:g} s")
 
     def _executing(self, tick: datetime) -> Process | None:
         """The process executing ``tick`` (waiting a few simulated seconds for it to start)."""
@@ -306,6 +328,7 @@ class StrategyDeployment:
             if self.case.strategy == Strategy.CLAIM:
                 run = JobRun.objects.filter(job_name=PROBE_JOB, scheduled_for=tick, status=RunStatus.RUNNING).first()
                 owner = self.fleet.owner_of(int(run.worker.rsplit(":", 1)[-1])) if run and run.worker else None
+                self.paused_run = run if owner else None
             else:
                 execution = StrategyRun.objects.filter(scheduled_for=tick, finished_at__isnull=True).first()
                 owner = self.fleet.processes.get(execution.server.replace("server", "cron")) if execution else None
@@ -337,15 +360,34 @@ class StrategyDeployment:
         self._note(f"server up: restarted {', '.join(p.name for p in victims) or 'nothing'}")
 
     def _stop(self) -> None:
-        """Stop firing (cron lines, schedulers), let what was started finish (bounded),
-        then stop the workers."""
-        self.fleet.stop([*self.fleet.named("cron-"), *self.fleet.named("scheduler-")])
-        live = JobRun.objects.filter(job_name=PROBE_JOB, status__in=(RunStatus.ENQUEUED, RunStatus.RUNNING))
+        """Let the window's ticks be fired and finished, however far a loaded machine's
+        processes lag the clock (bounded: ``DRAIN_SECONDS`` without a step), then stop
+        everything. A cron line fires the ticks before the end and exits; the schedulers
+        claim up to the last tick and, while the window's runs finish, abandon and retry
+        or requeue the ones a fault lost (so what is counted follows from the faults, not
+        from what was in flight when the clock reached the end)."""
+        crons = self.fleet.named("cron-")
+        if crons:
+            try:
+                wait_while_progressing(
+                    lambda: sum(p.alive() for p in crons), stall=DRAIN_SECONDS, what="cron lines firing"
+                )
+            except TimeoutError:
+                self._note("stop: a cron line still firing a minute after its last step")
+            self.fleet.stop(crons)
+            return
+        last_tick = window_ticks(self.plan)[-1]
+        window = JobRun.objects.filter(job_name=PROBE_JOB, scheduled_for__lt=self.plan.end)
+        live = window.filter(status__in=IN_FLIGHT_STATUSES)  # a retry waiting for its time too
+
+        def left() -> int:  # the last tick unclaimed counts as one run to go
+            return _fresh_count(live) + (not window.filter(scheduled_for=last_tick).exists())
+
         try:
-            wait_for(lambda: _fresh_count(live) == 0, timeout=DRAIN_SECONDS, interval=0.2, what="runs finishing")
+            wait_while_progressing(left, stall=DRAIN_SECONDS, what="the window's runs finishing")
         except TimeoutError:
-            self._note("stop: runs still in flight a minute after the schedulers stopped")
-        self.fleet.stop(self.fleet.named("worker-"))
+            self._note("stop: the window's runs still in flight a minute after their last step")
+        self.fleet.stop([*self.fleet.named("scheduler-"), *self.fleet.named("worker-")])
 
 
 def _fresh_count(queryset: Any) -> int:
@@ -364,13 +406,18 @@ def strategy_result(case: StrategyCase, plan: StrategyPlan) -> StrategyResult:
     return result
 
 
+def window_ticks(plan: StrategyPlan) -> list[datetime]:
+    """The probe's ticks in [start, end)."""
+    return cron.ticks_between(
+        PROBE_CRON, "UTC", plan.start - timedelta(microseconds=1), plan.end - timedelta(seconds=1)
+    )
+
+
 def execution_counts(strategy: str, label: str, plan: StrategyPlan) -> tuple[StrategyResult, list[datetime]]:
     """The table's counts for the execution rows of ``strategy`` over the plan's ticks, and
     the ticks missed (for the caller to say whether anything noticed them). Shared with
     the real tools' rows (bench/peers/alternatives.py), which record the same rows."""
-    ticks = cron.ticks_between(
-        PROBE_CRON, "UTC", plan.start - timedelta(microseconds=1), plan.end - timedelta(seconds=1)
-    )
+    ticks = window_ticks(plan)
     rows = list(StrategyRun.objects.filter(strategy=strategy, scheduled_for__in=ticks))
     charges = Counter(row.scheduled_for for row in rows if row.charged_at is not None)
     result = StrategyResult(label, ticks=len(ticks), executions=len(rows), charges=sum(charges.values()))
@@ -399,12 +446,12 @@ def _check_reports(missed: list[datetime], plan: StrategyPlan) -> bool:
 
 
 @contextmanager
-def _database_url(case: StrategyCase) -> Iterator[dict[str, str]]:
+def _database_url(case: StrategyCase, plan: StrategyPlan) -> Iterator[dict[str, str]]:
     """The processes' DATABASE_URL override: through a fresh PgBouncer when pooled."""
     if not case.pooled:
         yield {}
         return
-    with pgbouncer.pooled_database(settings.DATABASES["default"]) as pooled:
+    with pgbouncer.pooled_database(settings.DATABASES["default"], pool_size=plan.pooler_connections) as pooled:
         yield {"DATABASE_URL": pooled.url}
 
 
@@ -427,7 +474,7 @@ def run_case(
     say(f"{case.label}: {plan.servers} servers, {plan.duration} from {plan.start:%Y-%m-%d %H:%M} UTC")
     for attempt in range(1, BOOT_TRIES + 1):
         _forget(case)
-        with _database_url(case) as url:
+        with _database_url(case, plan) as url:
             deployment = StrategyDeployment(
                 replace(plan, environment={**_case_environment(plan), **url}),
                 case,
@@ -552,6 +599,14 @@ def add_strategy_arguments(parser: Any) -> None:
         help="every process behind a private PgBouncer in transaction mode (with --strategy, --chaos or a plain run)",
     )
     parser.add_argument(
+        "--pooler-connections",
+        type=int,
+        default=pgbouncer.POOL_SIZE,
+        metavar="N",
+        help=f"server connections that PgBouncer keeps (default {pgbouncer.POOL_SIZE}; 1: every process's "
+        "transactions take turns on one PostgreSQL session)",
+    )
+    parser.add_argument(
         "--strategy-faults",
         default="all",
         metavar="LIST",
@@ -594,7 +649,9 @@ def strategy_plan(
     faults = StrategyFault.parse_list(options["strategy_faults"])
     if faults and duration < MIN_DURATION:
         raise ValueError(f"--duration {options['duration']}: the faults need at least {MIN_DURATION} simulated")
-    return StrategyPlan(servers, workers, start, duration, speed, faults, environment, skews)
+    return StrategyPlan(
+        servers, workers, start, duration, speed, faults, environment, skews, options["pooler_connections"]
+    )
 
 
 def run_strategies(

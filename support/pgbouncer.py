@@ -25,6 +25,9 @@ import psycopg
 from support.ports import free_port
 from support.processes import stop_group, wait_for
 
+# Server connections a private PgBouncer keeps per database and user, unless told otherwise.
+POOL_SIZE = 30
+
 
 @dataclass(frozen=True)
 class Upstream:
@@ -92,7 +95,7 @@ class Prepared:
     workdir: Path
 
 
-def pgbouncer_prepare(upstream: Upstream, *, binary: str, pool_size: int = 30) -> Prepared:
+def pgbouncer_prepare(upstream: Upstream, *, binary: str, pool_size: int = POOL_SIZE) -> Prepared:
     """Write the config of a transaction-mode PgBouncer in front of ``upstream`` (up to
     ``pool_size`` server connections per database and user) in a new directory; as root,
     hand the directory to ``postgres`` and run as that user. The caller starts the command
@@ -112,9 +115,10 @@ def pgbouncer_prepare(upstream: Upstream, *, binary: str, pool_size: int = 30) -
 
 
 @contextmanager
-def pgbouncer(upstream: Upstream, *, binary: str) -> Iterator[int]:
-    """Run a transaction-mode PgBouncer in front of ``upstream``; yield its port."""
-    prepared = pgbouncer_prepare(upstream, binary=binary)
+def pgbouncer(upstream: Upstream, *, binary: str, pool_size: int = POOL_SIZE) -> Iterator[int]:
+    """Run a transaction-mode PgBouncer in front of ``upstream`` (up to ``pool_size``
+    server connections); yield its port."""
+    prepared = pgbouncer_prepare(upstream, binary=binary, pool_size=pool_size)
     process = subprocess.Popen(
         prepared.command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
     )
@@ -132,18 +136,19 @@ def pgbouncer_accepts(port: int) -> bool:
 
 
 @contextmanager
-def pooled_database(db: Mapping[str, Any]) -> Iterator[Pooled]:
+def pooled_database(db: Mapping[str, Any], *, pool_size: int = POOL_SIZE) -> Iterator[Pooled]:
     """A private PgBouncer in front of the database of Django's ``db`` settings (one entry
-    of ``DATABASES``); yields it with the ``DATABASE_URL`` its processes use: server-side
-    cursors off, since a transaction-mode pooler cannot keep a cursor across transactions.
-    Raises RuntimeError without a pgbouncer executable."""
+    of ``DATABASES``) with up to ``pool_size`` server connections; yields it with the
+    ``DATABASE_URL`` its processes use: server-side cursors off, since a transaction-mode
+    pooler cannot keep a cursor across transactions. Raises RuntimeError without a
+    pgbouncer executable."""
     binary = pgbouncer_binary()
     if binary is None:
         raise RuntimeError("needs pgbouncer (make scenario-deps, or apt-get install pgbouncer)")
     upstream = Upstream(
         host=db["HOST"] or "127.0.0.1", port=int(db["PORT"] or 5432), user=db["USER"], password=db["PASSWORD"] or ""
     )
-    with pgbouncer(upstream, binary=binary) as port:
+    with pgbouncer(upstream, binary=binary, pool_size=pool_size) as port:
         auth = f"{upstream.user}:{upstream.password}" if upstream.password else upstream.user
         url = f"postgres://{auth}@127.0.0.1:{port}/{db['NAME']}?disable_server_side_cursors=true"
         yield Pooled(port=port, user=upstream.user, url=url)

@@ -25,6 +25,8 @@ START = "2027-03-07T20:00:00Z"
         (["--compare", "--pooler"], "--pooler goes with --strategy"),
         (["--strategy", "claim", "--compare"], "not both"),
         (["--strategy", "claim", "--crash-worker"], "use --strategy-faults"),
+        (["--strategy", "advisory-lock", "--pooler", "--pooler-connections", "0"], "give 1 to 100"),
+        (["--strategy", "advisory-lock", "--pooler-connections", "1"], "goes with --pooler or --compare"),
     ],
 )
 def test_bad_strategy_options_are_refused_and_nothing_is_reset(arguments, message):

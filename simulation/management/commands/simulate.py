@@ -169,7 +169,8 @@ class Command(TiffinCommand):
             for line in chaos.lines():
                 say(line)
         mail_dir = log_dir / "mail"
-        with _pooled(enabled=options["pooler"]) as pooled, _provider(log_dir) as sandbox:
+        pooling = _pooled(enabled=options["pooler"], connections=options["pooler_connections"])
+        with pooling as pooled, _provider(log_dir) as sandbox:
             plan = replace(plan, environment={**plan.environment, **_money_environment(sandbox, mail_dir)})
             say(f"the payment provider: provider_sandbox at {sandbox.url}; statements written to {mail_dir}")
             if pooled is not None:
@@ -210,13 +211,14 @@ class Command(TiffinCommand):
 
 
 @contextmanager
-def _pooled(*, enabled: bool) -> Iterator[pgbouncer.Pooled | None]:
-    """With ``--pooler``, a private transaction-mode PgBouncer in front of the database for
-    the run's processes (the command's own connections stay direct); stopped after the run."""
+def _pooled(*, enabled: bool, connections: int) -> Iterator[pgbouncer.Pooled | None]:
+    """With ``--pooler``, a private transaction-mode PgBouncer (up to ``connections``
+    server connections) in front of the database for the run's processes (the command's
+    own connections stay direct); stopped after the run."""
     if not enabled:
         yield None
         return
-    with pgbouncer.pooled_database(settings.DATABASES["default"]) as pooled:
+    with pgbouncer.pooled_database(settings.DATABASES["default"], pool_size=connections) as pooled:
         yield pooled
 
 
@@ -346,6 +348,10 @@ def _check_numbers(options: dict[str, Any], duration: timedelta, faults: tuple[F
         )
     if not timedelta(minutes=10) <= duration <= timedelta(days=14):
         raise CommandError(f"--duration {options['duration']}: give 10m to 14d")
+    if not 1 <= options["pooler_connections"] <= 100:
+        raise CommandError(f"--pooler-connections {options['pooler_connections']}: give 1 to 100")
+    if options["pooler_connections"] != pgbouncer.POOL_SIZE and not (options["pooler"] or options["compare"]):
+        raise CommandError("--pooler-connections goes with --pooler or --compare")
     if options["skew"] < 0 or options["orders_per_minute"] < 0:
         raise CommandError("--skew and --orders-per-minute cannot be negative")
     if any(f.kind == FaultKind.KILL_SCHEDULER for f in faults) and options["servers"] < 2:

@@ -12,6 +12,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from simulation.strategies import Strategy, cron_loop
+from tiffin import clock
 from tiffin.cli import TiffinCommand, parse_instant
 
 NAIVE = [strategy.value for strategy in Strategy if strategy != Strategy.CLAIM]
@@ -20,18 +21,23 @@ NAIVE = [strategy.value for strategy in Strategy if strategy != Strategy.CLAIM]
 class Command(TiffinCommand):
     help = (
         "Fire the strategy probe at every tick by this server's clock, under a strategy without claims "
-        f"({', '.join(NAIVE)}), until SIGTERM. Started by simulate --strategy."
+        f"({', '.join(NAIVE)}), until SIGTERM or --until. Started by simulate --strategy."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--strategy", required=True, choices=NAIVE)
         parser.add_argument("--server", required=True, help="this server's name, recorded on each execution")
         parser.add_argument("--since", required=True, help="the first tick to fire (ISO 8601)")
+        parser.add_argument("--until", help="fire the ticks before this instant (ISO 8601), then exit")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not options["server"].strip():
             raise CommandError("--server: give this server's name")
-        since = parse_instant(options["since"], option="--since")
+        # From the later of --since and now, taken before the line says it is ready: a
+        # restarted line starts from the next tick (what came due while it was down is
+        # gone), and a line that lags the clock after saying so still fires every tick.
+        since = max(parse_instant(options["since"], option="--since"), clock.now())
+        until = parse_instant(options["until"], option="--until") if options["until"] else None
         stop = threading.Event()
 
         def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -41,4 +47,4 @@ class Command(TiffinCommand):
         signal.signal(signal.SIGINT, request_stop)
         self.stdout.write(f"{options['server']}: {options['strategy']} cron line ready, firing from {since:%H:%M}")
         self.stdout.flush()
-        cron_loop(Strategy(options["strategy"]), server=options["server"], stop=stop, since=since)
+        cron_loop(Strategy(options["strategy"]), server=options["server"], stop=stop, since=since, until=until)
