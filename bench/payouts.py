@@ -13,7 +13,7 @@ two million delivered orders in the paid weeks, plus orders that must not be pai
   ``generate_series`` over local Mondays and ``AT TIME ZONE``, orders summed per
   restaurant and week) into the same payout table, and with each its transfer and its
   statement, as the project writes them in the payout's transaction (data-modifying CTEs;
-  same tables, indexes, constraints and deferred foreign keys, checked at its commit),
+  same tables, indexes, constraints, triggers and deferred foreign keys),
   each payout naming a run as the project's rows do (the run row inserted untimed); its
   rows are then set aside in ``bench_reference_*`` tables (untimed) and the tables
   emptied for the project. Until 2026-12-05 it wrote the payouts only, a third of the rows
@@ -139,8 +139,8 @@ WHERE w.period_end + %(delay)s <= %(as_of)s
 # rendered from statements/statement_body.txt: the body through the product's own format
 # string and field expressions, ``statements.sql.body_format``, so both sides render the same
 # text the same way and only the work around it differs). Through the same tables,
-# constraints, indexes and deferred foreign keys (the transfer's to its payout's identity
-# in the partitioned ledger among them), checked at its commit. Data-modifying CTEs: one
+# constraints, indexes, deferred foreign keys (checked at its commit) and triggers (the
+# check that each transfer's payout exists, transfers/migrations/0003, among them). Data-modifying CTEs: one
 # statement, no round trip. Parameters beside the payouts': scale, currency, domain,
 # body_format, pending_transfer, waiting_account, pending_statement, waiting_recipient.
 REFERENCE_WITH_OUTBOXES = """
