@@ -124,9 +124,10 @@ def django_setup(url: str, **env: str) -> None:
     django.setup()
 
 
-def sql_run(url: str, statement: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> float:
-    """Run one statement on its own autocommit connection; return its wall time in seconds."""
-    with psycopg.connect(url, autocommit=True) as conn:
+def sql_run(url: str, statement: str, params: Sequence[Any] | Mapping[str, Any] = (), *, options: str = "") -> float:
+    """Run one statement on its own autocommit connection (``options``: its settings, as
+    ``-c jit=off``); return its wall time in seconds."""
+    with psycopg.connect(url, autocommit=True, options=options) as conn:
         started = time.perf_counter()
         conn.execute(statement, params)
         return time.perf_counter() - started

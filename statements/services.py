@@ -80,22 +80,30 @@ def statements_create_for_payouts(*, restaurant_ids: Sequence[int], written_at: 
 
     Called inside the payout batch's transaction, so a payout never exists without its
     statement, nor a statement without its payout. Every payout gets one, a week with no
-    orders too (docs/statements.md says why). The body is rendered here, once: one query
-    reads the payouts with their restaurants' name, zone and address, each body is one
-    format string filled, and one INSERT writes the rows (statements/sql.py on
-    PostgreSQL, each column one array; the ORM's bulk INSERT on SQLite).
+    orders too (docs/statements.md says why). The email is rendered once, from
+    statements/statement_body.txt: on PostgreSQL by the one INSERT ... SELECT that writes
+    the batch's rows (statements/sql.py), as the transfers are written; on SQLite here
+    (``statement_body``), one query reading the payouts and the ORM's bulk INSERT.
     """
     if not restaurant_ids:
         return 0
-    payouts = (
-        Payout.objects.filter(
-            restaurant_id__in=sorted(set(restaurant_ids)), created_at=written_at, statement__isnull=True
+    ids = sorted(set(restaurant_ids))
+    template = statement_template()
+    domain = settings.STATEMENTS_MESSAGE_ID_DOMAIN
+    if connection.vendor == "postgresql":  # seam: SQLite renders in Python (below)
+        return sql.statements_insert_for_payouts(
+            restaurant_ids=ids,
+            written_at=written_at,
+            template=template,
+            domain=domain,
+            pending=StatementStatus.PENDING,
+            waiting=StatementStatus.WAITING_RECIPIENT,
         )
+    payouts = (
+        Payout.objects.filter(restaurant_id__in=ids, created_at=written_at, statement__isnull=True)
         .order_by("restaurant_id", "period_start")
         .values_list(*_PAYOUT_FIELDS, "restaurant__name", "restaurant__timezone", "restaurant__statement_email")
     )
-    template = statement_template()
-    domain = settings.STATEMENTS_MESSAGE_ID_DOMAIN
     rows = [
         _statement_of(
             StatementPayout(*values[: len(_PAYOUT_FIELDS)]),
@@ -105,9 +113,6 @@ def statements_create_for_payouts(*, restaurant_ids: Sequence[int], written_at: 
         )
         for values in payouts
     ]
-    if connection.vendor == "postgresql":  # seam: one INSERT of arrays; SQLite has none
-        pending, waiting = StatementStatus.PENDING, StatementStatus.WAITING_RECIPIENT
-        return sql.statements_insert(rows=rows, written_at=written_at, pending=pending, waiting=waiting)
     Statement.objects.bulk_create(_statement_model(row, now=written_at) for row in rows)
     return len(rows)
 

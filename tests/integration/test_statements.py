@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core import mail
-from django.db import IntegrityError
+from django.db import IntegrityError, connection
 from django.urls import reverse
 
 from operations.monitoring import CheckWindow
@@ -34,12 +34,16 @@ from statements.jobs import statements_sent
 from statements.models import SEND_STATEMENTS_JOB, Statement, StatementStatus, statement_message_id
 from statements.services import (
     SendResult,
+    StatementPayout,
     statement_attempt_begin,
+    statement_body,
     statement_mail,
     statement_record_sent,
     statement_retry,
+    statement_template,
     statements_send_due,
 )
+from statements.sql import body_format
 from support.ports import free_port
 from tests.engine import pay
 from tests.fences import TokenOnly
@@ -117,6 +121,67 @@ def test_a_payout_run_writes_one_statement_per_payout(paid: Any) -> None:
     assert "Commission         2,001.85 (15.00 %)" in body
     zero = Statement.objects.get(payout__restaurant=restaurants[0], payout__order_count=0)
     assert "Net paid to you    0.00" in zero.body  # a zero week still has its statement
+
+
+def test_the_database_renders_each_statement_as_python_does(paid: Any) -> None:
+    """PostgreSQL writes the statements with the payouts' INSERT ... SELECT
+    (statements/sql.py); the text is what ``statement_body`` renders in Python (SQLite's
+    path), byte for byte: for the pass's own payouts, and for amounts, counts, rates and
+    dates at the edges (thousands, zero, the largest net a payout holds, a one-digit day,
+    the longest month name)."""
+    paid(2)
+    for statement in Statement.objects.select_related("payout", "restaurant"):
+        payout, restaurant = statement.payout, statement.restaurant
+        assert (
+            statement.subject
+            == f"{restaurant.name}: Tiffin statement for the week of {payout.week_start_local:%d %b %Y}"
+        )
+        assert statement.body == python_body(payout, restaurant.name, restaurant.timezone)
+    template = statement_template()
+    text, expressions = body_format(template)
+    cases = [
+        ("0.00", "0.00", "0.00", 0, "0.0500", date(2026, 9, 7), datetime(2026, 9, 6, 18, 30, tzinfo=UTC)),
+        ("1234.50", "61.73", "1172.77", 7, "0.0500", date(2026, 3, 2), datetime(2026, 3, 1, 18, 30, tzinfo=UTC)),
+        ("999.99", "99.99", "900.00", 1000, "0.1000", date(2026, 12, 28), datetime(2026, 12, 28, 5, 0, tzinfo=UTC)),
+        (
+            "214748364700000.00", "21474836470000.00", "193273528230000.00", 2_147_483_647, "0.1000",
+            date(2027, 1, 4), datetime(2027, 1, 4, 0, 0, tzinfo=UTC),
+        ),
+        ("100.00", "5.75", "94.25", 3, "0.0575", date(2026, 11, 2), datetime(2026, 11, 2, 4, 0, tzinfo=UTC)),
+    ]  # fmt: skip
+    with connection.cursor() as cursor:
+        for gross, commission, net, count, rate, week, start in cases:
+            cursor.execute(
+                f"SELECT format(%(body_format)s, {', '.join(expressions)}) FROM (SELECT %(gross)s::numeric(17, 2) AS "
+                "gross, %(commission)s::numeric(17, 2) AS commission, %(net)s::numeric(17, 2) AS net, %(count)s::int "
+                "AS order_count, %(rate)s::numeric(5, 4) AS commission_rate, %(week)s::date AS week_start_local, "
+                "%(start)s::timestamptz AS period_start, %(end)s::timestamptz AS period_end, 7 AS restaurant_id) p, "
+                "(SELECT %(name)s::text AS name, 'Asia/Kolkata' AS timezone) r",
+                {
+                    "body_format": text, "domain": DOMAIN, "gross": gross, "commission": commission, "net": net,
+                    "count": count, "rate": rate, "week": week, "start": start, "end": start + timedelta(days=7),
+                    "name": "Dosa & 100% Co.",
+                },
+            )  # fmt: skip
+            payout = Payout(
+                restaurant_id=7, gross=Decimal(gross), commission=Decimal(commission), net=Decimal(net),
+                order_count=count, commission_rate=Decimal(rate), week_start_local=week, period_start=start,
+                period_end=start + timedelta(days=7),
+            )  # fmt: skip
+            assert cursor.fetchone()[0] == python_body(payout, "Dosa & 100% Co.", "Asia/Kolkata")
+
+
+def python_body(payout: Payout, name: str, zone: str) -> str:
+    """The body ``statement_body`` renders for ``payout`` (SQLite's path)."""
+    restaurant_id, period_start = payout.restaurant_id, payout.period_start
+    message_id = statement_message_id(restaurant_id=restaurant_id, period_start=period_start, domain=DOMAIN)
+    fields = StatementPayout(
+        id=payout.pk, restaurant_id=payout.restaurant_id, week_start_local=payout.week_start_local,
+        period_start=payout.period_start, period_end=payout.period_end, order_count=payout.order_count,
+        gross=payout.gross, commission=payout.commission, commission_rate=payout.commission_rate, net=payout.net,
+    )  # fmt: skip
+    template = statement_template()
+    return statement_body(payout=fields, restaurant=name, zone=zone, message_id=message_id, template=template)
 
 
 def test_statements_roll_back_with_their_payouts(restaurant_factory: Any, order_factory: Any) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import stripe
 import time_machine
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, NotSupportedError, connections, transaction
 from django.urls import reverse
 
 from operations.monitoring import CheckWindow
@@ -159,7 +159,9 @@ def test_an_amount_that_is_not_whole_minor_units_refuses_the_payout_and_its_tran
 @pytest.mark.django_db(transaction=True)
 def test_a_transfer_cannot_exist_without_its_payout(paid) -> None:
     """The other way round: the database refuses a transfer whose payout identity (restaurant,
-    period start) is not in the ledger, at the commit (the deferred foreign key)."""
+    period start) is not in the ledger (transfers/migrations/0003's triggers, in place of the foreign key):
+    moved to a period without a payout, inserted without one, or its payouts truncated
+    from under it."""
     paid(1)
     transfer = Transfer.objects.order_by("id").first()
     assert transfer is not None
@@ -167,6 +169,18 @@ def test_a_transfer_cannot_exist_without_its_payout(paid) -> None:
     with pytest.raises(IntegrityError, match="transfer_payout_identity_fk"), transaction.atomic():
         Transfer.objects.filter(id=transfer.id).update(period_start=orphan)
     assert Transfer.objects.filter(period_start=orphan).count() == 0
+    with pytest.raises(IntegrityError, match="transfer_payout_identity_fk"), transaction.atomic():
+        Transfer.objects.create(
+            **{f.attname: getattr(transfer, f.attname) for f in Transfer._meta.concrete_fields if not f.primary_key}
+            | {"payout_id": transfer.payout_id + 1000, "period_start": orphan, "idempotency_key": "orphan"}
+        )
+    assert Transfer.objects.filter(period_start=orphan).count() == 0
+    with connections["default"].cursor() as cursor:
+        with pytest.raises(NotSupportedError, match="transfer_payout_identity_fk"), transaction.atomic():
+            cursor.execute("TRUNCATE payouts_payout")
+        with transaction.atomic():
+            cursor.execute("TRUNCATE payouts_payout, transfers_transfer")  # together, as ledger_wipe does
+    assert (Payout.objects.count(), Transfer.objects.count()) == (0, 0)
 
 
 @pytest.mark.django_db(transaction=True)
