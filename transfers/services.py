@@ -29,8 +29,6 @@ from decimal import Decimal
 import stripe
 from django.conf import settings
 from django.db import connection
-from django.db.models import Value
-from django.db.models.functions import Coalesce
 
 from operations.alerts import problem_alert_now
 from operations.monitoring import Problem
@@ -241,7 +239,7 @@ def transfers_attempts_begin(
     attempt that may wait behind that many requests of this sender before its own goes.
     """
     lease = timedelta(seconds=settings.PAYMENT_PROVIDER_TIMEOUT_SECONDS * (1 + queued))
-    taken = outbox_attempts_begin(
+    return outbox_attempts_begin(
         Transfer,
         ids=transfer_ids,
         fence_resource=SEND_FENCE_RESOURCE,
@@ -250,11 +248,8 @@ def transfers_attempts_begin(
         now=now,
         lease=lease,
         backoff=lambda attempt: transfer_backoff(attempt=attempt),
-        also={"first_attempt_at": Coalesce("first_attempt_at", Value(now))},
+        stamp_once=["first_attempt_at"],
     )
-    for attempt in taken:
-        attempt.row.first_attempt_at = attempt.row.first_attempt_at or now
-    return taken
 
 
 def transfer_send(
