@@ -1,7 +1,7 @@
 """SQLite's versions of the payout statements (``payouts.queries``, which says what they
 compute and why), under the same names: SQLite has no LATERAL, no arrays (the id list and
 the weeks are JSON read with ``json_each``), no GREATEST (``MAX(a, b)``) and stores decimals
-as floats (money in whole cents). ``tiffin.db.statements`` picks this module on SQLite;
+as floats (money in whole cents). ``tiffin.db.queries_for_backend`` picks this module on SQLite;
 only ``payouts.sql`` reads it.
 """
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from payouts import queries, queries_sqlite
 from payouts.weeks import BusinessWeek
-from tiffin.db import adapt, array, execute, fetch, json_instant, postgresql_only, statements
+from tiffin.db import adapt, array, execute, fetch, json_instant, postgresql_only, queries_for_backend
 from tiffin.money import CENT
 from tiffin.tz import TZDATA_VERSION
 
@@ -79,7 +79,7 @@ def payouts_select_due(*, batch: RestaurantBatch, weeks: Sequence[BusinessWeek])
 def _queries() -> ModuleType:
     """The statements for this connection's database: ``payouts.queries`` on PostgreSQL,
     ``payouts.queries_sqlite`` (the same names) on SQLite."""
-    return statements(queries, queries_sqlite)
+    return queries_for_backend(queries, queries_sqlite)
 
 
 def _params(

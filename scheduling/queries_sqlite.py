@@ -1,7 +1,7 @@
 """SQLite's versions of the engine's statements (``scheduling.queries``), under the same
 names: SQLite has no arrays, so a list travels as one JSON array read with ``json_each``,
 and no data-modifying CTE, so a claim's events are written after it, through the ORM
-(``scheduling.sql_sqlite``). ``tiffin.db.statements`` picks this module on SQLite; only
+(``scheduling.sql_sqlite``). ``tiffin.db.queries_for_backend`` picks this module on SQLite; only
 ``scheduling.sql`` and ``scheduling.sql_sqlite`` read it.
 """
 

@@ -36,7 +36,7 @@ from tiffin.db import (
     jit_off,
     on_sqlite,
     postgresql_only,
-    statements,
+    queries_for_backend,
 )
 
 # The final statuses as SQL literals, for the prune's statements, which are still built here
@@ -72,7 +72,7 @@ CLAIM_COLUMNS = tuple(field.name for field in fields(ClaimRow))
 def _queries() -> ModuleType:
     """The statements for this connection's database: ``scheduling.queries`` on PostgreSQL,
     ``scheduling.queries_sqlite`` (the same names) on SQLite."""
-    return statements(queries, queries_sqlite)
+    return queries_for_backend(queries, queries_sqlite)
 
 
 @on_sqlite(sql_sqlite.claim_runs)
@@ -138,7 +138,7 @@ def enqueue_due_runs(*, now: datetime, job_names: Sequence[str], limit: int) -> 
     retries) to enqueued, earliest due first, and write their ``enqueued`` events; return
     them as they now are, in that order (``queries.ENQUEUE_DUE_RUNS``: FOR UPDATE SKIP
     LOCKED, so several schedulers take disjoint rows; on SQLite, the single writer, the ids
-    by ``queries.DUE_RUN_IDS_SQLITE``, then the ORM). The caller enqueues their tasks in
+    by ``sql_sqlite.DUE_RUN_IDS``, then the ORM). The caller enqueues their tasks in
     the same transaction."""
     params = {"now": now, "job_names": list(job_names), "limit": limit}
     return fetch_instances(JobRun, queries.ENQUEUE_DUE_RUNS, params)

@@ -2,7 +2,8 @@
 run (no arrays, no data-modifying CTE, no row locks): each has its PostgreSQL original's
 name and signature, and the original names it with ``tiffin.db.on_sqlite``, so the engine
 reads as PostgreSQL's main path and runs this only on SQLite. Its statements are in
-``scheduling.queries_sqlite``; the rest is the ORM, in the same transaction.
+``scheduling.queries_sqlite`` (the take's pick, ``DUE_RUN_IDS``, which has no PostgreSQL
+twin, is here); the rest is the ORM, in the same transaction.
 
 SQLite's IMMEDIATE transactions (``tiffin.env``) take its one write lock at BEGIN, so what
 PostgreSQL serialises with row locks is serial here already.

@@ -45,7 +45,7 @@ def _postgresql() -> bool:
     return connection.vendor == "postgresql"
 
 
-def statements(postgresql: ModuleType, sqlite: ModuleType) -> ModuleType:
+def queries_for_backend(postgresql: ModuleType, sqlite: ModuleType) -> ModuleType:
     """The statements module for the connection's backend: an app's ``queries``
     (PostgreSQL's) or its ``queries_sqlite`` (SQLite's versions, under the same names)."""
     return postgresql if _postgresql() else sqlite

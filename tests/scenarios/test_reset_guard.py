@@ -121,8 +121,8 @@ def test_with_production_settings_every_reset_refuses_a_database_that_holds_payo
     # flush, or a TRUNCATE typed by hand (the statement guard of payouts/0010).
     flushed = deploy_db.manage("flush", "--noinput", env=PRODUCTION)
     assert flushed.returncode != 0 and "couldn't be flushed" in flushed.stderr  # Django hides the cause
-    # CASCADE: the transfer outbox's foreign key would refuse a plain TRUNCATE of the payouts
-    # before the guard is asked; with it, the guard alone stands in the way.
+    # CASCADE: so no foreign key into the table refuses the TRUNCATE before the guard is
+    # asked; the guard alone stands in the way.
     for table in ("payouts_payout CASCADE", "orders_order", "orders_commissionratechange", "orders_restaurant CASCADE"):
         with pytest.raises(psycopg.errors.RestrictViolation, match=r"TRUNCATE of \w+ refused"):
             deploy_db.execute_as_owner(f"TRUNCATE {table}")

@@ -1,5 +1,5 @@
 """SQLite's versions sit apart from PostgreSQL's main path, under the same names: an app's
-``queries_sqlite`` beside its ``queries`` (``tiffin.db.statements`` picks the module), and
+``queries_sqlite`` beside its ``queries`` (``tiffin.db.queries_for_backend`` picks the module), and
 ``scheduling.sql_sqlite`` beside ``scheduling.sql`` (each original names its version with
 ``tiffin.db.on_sqlite``). Each must have a PostgreSQL original of its name."""
 
