@@ -4,8 +4,8 @@
 key. Against the partitioned ledger each of its checks is a plan over every partition,
 run once per transfer at the commit: 4.15 s for the 40,000 transfers of benchmark 1's
 catch-up (EXPLAIN ANALYZE, load about 10), and after two years of history (six
-partitions, a million payouts) about 220 us a transfer, which made the weekly run 2.5 x
-the run without history; with the key dropped, 1.07 x (docs/benchmark-history.md).
+partitions, a million payouts) about 220 us a transfer, which made the weekly run 2.25 x
+the run without history (docs/benchmark-history.md).
 
 The same rows are refused by triggers instead:
 
