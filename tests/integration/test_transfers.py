@@ -40,7 +40,13 @@ from transfers.errors import InexactAmountError, TransferError
 from transfers.jobs import transfers_not_sent, transfers_reconciled
 from transfers.models import RECONCILE_TRANSFERS_JOB, SEND_TRANSFERS_JOB, Transfer, TransferStatus
 from transfers.reconciliation import transfers_reconcile
-from transfers.services import SendResult, transfer_retry, transfer_send, transfers_send_due
+from transfers.services import (
+    SendResult,
+    transfer_retry,
+    transfer_send,
+    transfers_attempts_begin,
+    transfers_send_due,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.scenario, pytest.mark.timeout(180)]
 
@@ -254,6 +260,25 @@ def test_an_answer_lost_after_the_provider_committed_is_retried_with_the_same_ke
     # The rest of the run's transfers go too; the provider holds one per payout.
     transfers_send_due(fence=1, job_run_id=None, read_clock=clock, concurrency=4, batch_size=10)
     assert_provider_matches_ledger()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("made", [0, 3, 6, 7, 200], ids=lambda made: f"{made}-made")
+def test_an_attempt_is_due_again_after_its_lease_and_its_capped_backoff(paid, settings, made: int) -> None:
+    # One statement begins a batch's attempts on PostgreSQL, the backoff's due times passed
+    # as an array up to its cap: an attempt past the array's end takes the cap too.
+    settings.TRANSFERS_RETRY_BASE_SECONDS, settings.TRANSFERS_RETRY_MAX_SECONDS = 60, 3600
+    paid(1)
+    transfer = Transfer.objects.order_by("id").first()
+    assert transfer is not None
+    Transfer.objects.filter(id=transfer.id).update(attempts=made, next_attempt_at=PAID_AT)
+    taken = transfers_attempts_begin(transfer_ids=[transfer.id], fence=1, job_run_id=None, now=PAID_AT)
+    assert len(taken) == 1
+    transfer.refresh_from_db()
+    lease = timedelta(seconds=settings.PAYMENT_PROVIDER_TIMEOUT_SECONDS)
+    assert transfer.attempts == made + 1
+    assert transfer.next_attempt_at == PAID_AT + lease + timedelta(seconds=min(60 * 2**made, 3600))
+    assert transfer.first_attempt_at == PAID_AT
 
 
 @pytest.mark.django_db(transaction=True)
