@@ -205,7 +205,11 @@ failover-deps: ## Install Debian's patroni and etcd-server for the failover scen
 up: $(STAMP) ## Serve the admin (gunicorn + whitenoise) and run one worker on the local database (after make demo)
 	deploy/local-up.sh
 
-bench: $(STAMP) scenario-deps ## The benchmarks against their references on PostgreSQL (bench/results/, docs/benchmark-tables.md; 22-30 min)
+# The peers' comparison (bench/peers/cancellations.py, with the worker killed at each side's
+# peak) runs with .venv-peers' python (bench-peers below); the rest with .venv's.
+PEERS_VENV := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
+bench: $(STAMP) $(PEERS_STAMP) scenario-deps ## The benchmarks against their references and peers on PostgreSQL (bench/results/, docs/benchmark-tables.md; 32-42 min)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	$(PY) -m bench
 
@@ -221,17 +225,16 @@ bench-history: $(STAMP) ## Every everyday path on 10M runs of history, then thei
 # go into a virtualenv of their own, never .venv, so nothing of them reaches the product,
 # make test or CI's ruff and mypy. Redis database 9 at 127.0.0.1:6379 unless
 # BENCH_PEERS_REDIS_URL names another (the Celery side flushes that database only).
-# More options in PEERS_ARGS, e.g. --kill (the worker SIGKILLed and restarted) or --quick.
-PEERS_VENV := .venv-peers
-PEERS_STAMP := $(PEERS_VENV)/.installed
-PEERS_ARGS ?=
+# make bench runs it too, with --kill (the worker SIGKILLed at each side's peak and
+# restarted): the default PEERS_ARGS; other options make a development run, e.g. --quick.
+PEERS_ARGS ?= --kill
 $(PEERS_STAMP): requirements.txt requirements-dev.txt requirements-peers.txt
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }
 	test -d $(PEERS_VENV) || $(PYTHON) -m venv $(PEERS_VENV)
 	$(PEERS_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt -r requirements-peers.txt
 	touch $(PEERS_STAMP)
 
-bench-peers: $(PEERS_STAMP) scenario-deps ## Benchmark 3 beside procrastinate and Celery, in .venv-peers (docs/benchmark-peers.md; ~10 min)
+bench-peers: $(PEERS_STAMP) scenario-deps ## Benchmark 3 beside procrastinate and Celery, in .venv-peers, as make bench runs it (docs/benchmark-peers.md; ~10 min)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	exec $(PEERS_VENV)/bin/python -m bench.peers.cancellations $(PEERS_ARGS)
 

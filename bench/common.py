@@ -335,6 +335,9 @@ class Report:
     notes: list[str] = field(default_factory=list)
     # Pre-rendered tables printed after the rows (a benchmark's per-size or per-step detail).
     tables: list[str] = field(default_factory=list)
+    # Figures kept in the JSON for what is drawn or compared later (benchmark 3's steps, for
+    # the lateness plot and the goals across its variants); not printed.
+    data: dict[str, Any] = field(default_factory=dict)
     started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     # A development run (part of the sides, other rates or step lengths): its result goes to
     # bench/results/partial/, which BENCHMARKS.md is not written from, so it never replaces

@@ -26,6 +26,7 @@ ORDER = [
     "cancellations",
     "cancellations_workers2",
     "cancellations_pgbouncer",
+    "cancellations_peers",
     "tick_lateness",
     "claim_contention",
     "history",

@@ -505,6 +505,7 @@ def argument_parser() -> argparse.ArgumentParser:
     for action in parser._actions:
         if action.dest == "rate":
             action.default, action.help = 200.0, "the rush's orders per second"
+    parser.set_defaults(step_seconds=30.0)  # the rush's length (make bench's peers run steps 20 s)
     parser.add_argument("--lead", type=float, help="seconds from the insertion's start to the backlog's first due")
     parser.add_argument("--analyze", action="store_true", help="ANALYZE the side's database after the insertion")
     parser.add_argument("--keep", action="store_true", help="keep the databases (dropped by default: gigabytes)")

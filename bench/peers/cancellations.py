@@ -1,7 +1,8 @@
 """Benchmark 3 beside the tools a Django team would pick instead: Tiffin, procrastinate and
 Celery cancel the same stale orders, with the same placers, rates and seeds, in one run.
 
-    make bench-peers                       # creates .venv-peers, then runs this
+    make bench                             # runs this too (bench/__main__.py), in .venv-peers
+    make bench-peers                       # this alone, with make bench's arguments
     .venv-peers/bin/python -m bench.peers.cancellations [--rates 200,400] [--step-seconds 30]
         [--only project --only celery] [--kill] [--kill-rate 400]
 
@@ -21,8 +22,15 @@ Both peers' tasks record their start, then run the project's own conditional can
 executed twice (an order whose task started more than once; for the project a run with
 more than one ``started`` event), worker CPU per 1,000 orders (the worker and all its
 children), and worker RSS (the largest sum over the worker's processes, sampled every
-0.5 s). ``--kill``: after the steps, one more step at ``--kill-rate`` in which the worker's
-whole process group is SIGKILLed halfway through the placing and started again at once.
+0.5 s). ``--kill``: after the steps, one more step, on a fresh database (and an emptied
+Redis) so that no backlog of a missed step is counted in it, in which the worker's whole
+process group is SIGKILLed halfway through the placing and started again at once. It runs
+at the side's peak, the highest rate it held (its lowest if it held none), unless
+``--kill-rate`` names one rate for every side.
+
+Goals: the project's ceiling at least each peer's in the same run; killed, the project
+misses nothing and runs nothing twice (the peers' counts are reported); nothing cancelled
+wrongly on any side.
 """
 
 from __future__ import annotations
@@ -50,9 +58,10 @@ from bench.common import (
     database_create,
     fmt,
     manage,
+    official_run,
     sql_run,
 )
-from bench.peers.record import STARTS_TABLE
+from bench.peers.record import CELERY_DB_REUSE_MAX, STARTS_TABLE
 from support.processes import descendants, signal_group
 
 NAME = "cancellations_peers"
@@ -62,7 +71,11 @@ PEERS = ("procrastinate", "celery")
 LABELS = {"project": "Tiffin", "procrastinate": "procrastinate", "celery": "Celery"}
 SETTINGS = {"project": "tiffin.settings", "procrastinate": "bench.peers.settings", "celery": "tiffin.settings"}
 HOW = {"procrastinate": "schedule_at in the order's transaction", "celery": "countdown on commit, Redis"}
-RATES = (200.0, 400.0, 700.0)
+# make bench's rates and steps (bench/__main__.py): the peers fall behind below 100/s, the
+# project goes on to 400/s (benchmark 3 takes it further); every side stops after its first
+# step with misses. 20 s steps keep the run to about 10-12 minutes.
+RATES = (25.0, 50.0, 100.0, 200.0, 400.0)
+STEP_SECONDS = 20.0
 RSS_SAMPLE_SECONDS = 0.5
 
 
@@ -210,18 +223,35 @@ def redis_flush() -> None:
 
 
 def side(mode: str, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Step the rate up on one side (stopping after a step that missed), then the kill step."""
-    url, env = side_prepare(mode, NAME)
+    """Step the rate up on one side (stopping after a step that missed), then the kill step
+    on a fresh database at the side's peak (``kill_rate``)."""
+    results = side_steps(mode, args, [(rate, f"s{n}", False) for n, rate in enumerate(args.rates)], NAME)
+    if args.kill:
+        rate = args.kill_rate or kill_rate(results, args.rates)
+        results += side_steps(mode, args, [(rate, "kill", True)], f"{NAME}_kill")
+    return results
+
+
+def kill_rate(results: list[dict[str, Any]], rates: tuple[float, ...]) -> float:
+    """The side's peak: the rate asked of the highest step it held, else the lowest rate."""
+    held = [r["rate"] for r in results if summary(r)["held"] and not r["kill"]]
+    return max(held, default=min(rates))
+
+
+def side_steps(
+    mode: str, args: argparse.Namespace, plan: list[tuple[float, str, bool]], name: str
+) -> list[dict[str, Any]]:
+    """A fresh database and worker for ``mode``, then each (rate, tag, kill) of ``plan``
+    until a step misses or fails."""
+    url, env = side_prepare(mode, name)
     results: list[dict[str, Any]] = []
-    with children(f"{NAME}-{mode}") as (started, logs):
+    with children(f"{name}-{mode}") as (started, logs):
         holder = [child_start("worker", worker_command(mode, args), env=env, logs=logs)]
         started.append(holder[0])
         wait_ready(mode, url, holder[0])
-        plan = [(rate, f"s{n}", False) for n, rate in enumerate(args.rates)]
-        plan += [(args.kill_rate, "kill", True)] if args.kill else []
         for rate, tag, kill in plan:
-            if results and not kill and (results[-1]["missed"] or results[-1]["errors_count"]):
-                continue  # the next rate would measure the backlog, not its rate
+            if results and (results[-1]["missed"] or results[-1]["errors_count"]):
+                break  # the next rate would measure the backlog, not its rate
             cpu_before = holder[0].cpu_seconds()
             start_at = time.time() + 3.0
             killer = None
@@ -319,39 +349,53 @@ def steps_table(results: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(["per step (kill: the worker SIGKILLed halfway through the placing, restarted at once):", *lines])
 
 
+def goal_rows(results: dict[str, list[dict[str, Any]]]) -> list[Row]:
+    """The goals: the project's ceiling against each peer's (at least as high), and killed
+    at its peak, the project with nothing missed and nothing run twice; each peer's counts
+    of the kill step beside it, reported."""
+    mine = ceiling(results["project"])
+    rows = [
+        Row(f"ceiling beside {LABELS[peer]} (p99 < 1 s, none missed or twice)", "/s", mine,
+            ceiling(results[peer]), "higher", ">= the peer's", mine >= ceiling(results[peer]))
+        for peer in PEERS if peer in results
+    ]  # fmt: skip
+    for mode, runs in results.items():
+        for k in (summary(r) for r in runs if r["kill"]):
+            goal, passed = ("0 and 0", not k["missed"] and not k["twice"]) if mode == "project" else ("", None)
+            rows.append(Row(f"worker killed at {fmt(k['target'])}/s: missed / executed twice, {LABELS[mode]}",
+                            "orders", f"{k['missed']} / {k['twice']}", None, None, goal, passed))  # fmt: skip
+    wrong = sum(summary(r)["wrong"] for runs in results.values() for r in runs)
+    rows.append(Row("wrongly cancelled (early or accepted), every side and step", "orders", wrong, None, None, "0",
+                    wrong == 0))  # fmt: skip
+    return rows
+
+
 def report(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -> Report:
+    kill = " and with the worker SIGKILLed at each side's peak" if args.kill else ""
     rep = Report(
         name=NAME,
         title=(
             f"3p. order cancellation beside procrastinate and Celery: {', '.join(fmt(r) for r in args.rates)} "
-            f"orders/s, {args.step_seconds:g} s each, timeout {base.TIMEOUT_SECONDS} s, one worker process each"
+            f"orders/s, {args.step_seconds:g} s each, timeout {base.TIMEOUT_SECONDS} s, one worker process "
+            f"each{kill}"
         ),
         command=command_line("bench.peers.cancellations"),
         project="Tiffin: order_place + delayed cancel-stale-order runs, manage.py worker",
         reference=", ".join(f"{LABELS[p]} ({HOW[p]})" for p in PEERS if p in results),
-        partial=vars(args) != vars(base.arguments(argument_parser(), [])),
+        partial=not official_run("peers.cancellations", args, lambda argv: base.arguments(argument_parser(), argv)),
     )
-    mine = ceiling(results["project"])
-    for peer in PEERS:
-        if peer not in results:
-            continue
-        rep.add(Row(f"ceiling beside {LABELS[peer]} (p99 < 1 s, none missed or twice)", "/s", mine,
-                    ceiling(results[peer]), "higher", ">= the peer's", mine >= ceiling(results[peer])))  # fmt: skip
-    for mode, runs in results.items():
-        killed = [summary(r) for r in runs if r["kill"]]
-        if killed:
-            k = killed[0]
-            goal, passed = ("0 and 0", not k["missed"] and not k["twice"]) if mode == "project" else ("", None)
-            rep.add(Row(f"worker killed: missed / executed twice, {LABELS[mode]}", "orders",
-                        f"{k['missed']} / {k['twice']}", None, None, goal, passed))  # fmt: skip
-    wrong = sum(summary(r)["wrong"] for runs in results.values() for r in runs)
-    rep.add(Row("wrongly cancelled (early or accepted), every side and step", "orders", wrong, None, None, "0",
-                wrong == 0))  # fmt: skip
+    rep.add(*goal_rows(results))
     rep.tables.append(steps_table(results))
+    rep.data = {
+        "steps": {mode: [{**base.step_figures(r, summary(r)), "twice": r["twice"], "kill": r["kill"]} for r in runs]
+                  for mode, runs in results.items()},
+    }  # fmt: skip
     rep.note(f"each step had until {args.drain:g} s after its last deadline; what was not cancelled then is missed")
+    rep.note("a side stops after a step with misses; the kill step runs on a fresh database (no backlog in it)")
     rep.note(f"procrastinate: --concurrency {args.procrastinate_concurrency}, --fetch-job-polling-interval "
              f"{args.procrastinate_polling:g}; Celery: prefork, --concurrency {args.celery_concurrency}, "
-             "early acknowledgement, Redis visibility timeout 1 h (its defaults)")  # fmt: skip
+             "early acknowledgement, Redis visibility timeout 1 h (its defaults), database connection kept "
+             f"for {CELERY_DB_REUSE_MAX} tasks (CELERY_DB_REUSE_MAX)")  # fmt: skip
     rep.note("worker CPU and RSS: the worker process and all its children (RSS summed, shared pages in each)")
     rep.note("measured on a shared 2-core machine: placers, workers, PostgreSQL and Redis compete for the CPUs")
     return rep
@@ -374,13 +418,15 @@ def main() -> int:
 def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rates", type=base._rates, default=RATES, help="orders per second per step")
-    parser.add_argument("--step-seconds", type=float, default=30.0, help="seconds of placing per step")
+    parser.add_argument("--step-seconds", type=float, default=STEP_SECONDS, help="seconds of placing per step")
     parser.add_argument("--quick", action="store_true", help="10 s steps (for development)")
     parser.add_argument("--drain", type=float, default=20.0, help="seconds after a step's last deadline to finish")
     parser.add_argument("--only", choices=SIDES, action="append", help="run these sides only (repeatable)")
     parser.add_argument("--kill", action="store_true", help="then a step with the worker SIGKILLed and restarted")
-    parser.add_argument("--kill-rate", type=float, default=400.0, help="orders/s of the kill step")
-    parser.add_argument("--procrastinate-concurrency", type=int, default=8, help="jobs the worker runs at once")
+    parser.add_argument(
+        "--kill-rate", type=float, default=0.0, help="orders/s of every side's kill step (default: each side's peak)"
+    )
+    parser.add_argument("--procrastinate-concurrency", type=int, default=2, help="jobs the worker runs at once")
     parser.add_argument(
         "--procrastinate-polling",
         type=float,

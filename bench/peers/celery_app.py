@@ -12,7 +12,7 @@ import os
 
 from celery import Celery
 
-from bench.peers.record import cancel_order
+from bench.peers.record import CELERY_DB_REUSE_MAX, cancel_order
 
 REDIS_URL = os.environ.get("BENCH_PEERS_REDIS_URL", "redis://127.0.0.1:6379/9")
 
@@ -21,6 +21,7 @@ app.conf.update(
     task_ignore_result=True,
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
+    CELERY_DB_REUSE_MAX=CELERY_DB_REUSE_MAX or None,
     # Celery's defaults otherwise (early acknowledgement, prefetch multiplier 4, Redis's
     # visibility timeout of an hour): what a team gets by following its documentation.
 )

@@ -4,6 +4,13 @@ cancel (``orders_cancel_unaccepted``), so the peers do the same work as Tiffin's
 
 from __future__ import annotations
 
+import os
+
+# Celery's Django fix-up closes the task's database connection before and after every task,
+# whatever CONN_MAX_AGE says, unless CELERY_DB_REUSE_MAX is set: then it keeps it for that
+# many tasks (bench/peers/celery_app.py). BENCH_PEERS_CELERY_DB_REUSE_MAX=0 closes it per task.
+CELERY_DB_REUSE_MAX = int(os.environ.get("BENCH_PEERS_CELERY_DB_REUSE_MAX", "1000"))
+
 # One row per start of a peer's task, written in autocommit before the cancel (as Tiffin
 # writes a run's ``started`` event before its handler): two rows for one order is a task
 # executed twice. Created by bench/peers/cancellations.py in each peer's database.
