@@ -209,7 +209,7 @@ up: $(STAMP) ## Serve the admin (gunicorn + whitenoise) and run one worker on th
 # peak) runs with .venv-peers' python (bench-peers below); the rest with .venv's.
 PEERS_VENV := .venv-peers
 PEERS_STAMP := $(PEERS_VENV)/.installed
-bench: $(STAMP) $(PEERS_STAMP) scenario-deps ## The benchmarks against their references and peers on PostgreSQL (bench/results/, docs/benchmark-tables.md; 32-42 min)
+bench: $(STAMP) $(PEERS_STAMP) scenario-deps ## The benchmarks against their references and peers on PostgreSQL (bench/results/, docs/benchmark-tables.md; 35-45 min)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	$(PY) -m bench
 
