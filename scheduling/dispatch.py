@@ -347,11 +347,8 @@ def runs_requeue_stale(*, now: datetime) -> int:
     """
     cutoff = now - timedelta(seconds=settings.SCHEDULER_REQUEUE_AFTER_SECONDS)
     with transaction.atomic():
-        stale = list(
-            JobRun.objects.select_for_update(skip_locked=True)
-            .filter(status=RunStatus.ENQUEUED, enqueued_at__lt=cutoff, job_name__in=[j.name for j in registry.all()])
-            .order_by("enqueued_at")[: settings.SCHEDULER_DUE_BATCH]
-        )
+        declared = [job.name for job in registry.all()]
+        stale = sql.stale_runs(enqueued_before=cutoff, declared=declared, limit=settings.SCHEDULER_DUE_BATCH)
         # The queue table is read only when there is a stale run to look for in it.
         waiting = (queued_run_ids(among=[run.id for run in stale]) or set()) if stale else set()
         stale = [run for run in stale if run.id not in waiting]

@@ -21,7 +21,7 @@ from django.db import DatabaseError, connection, transaction
 from scheduling import metrics, sql
 from scheduling.context import RunContext
 from scheduling.events import runs_log, runs_record
-from scheduling.models import JobRun, Overlap, RunStatus, SkipReason
+from scheduling.models import ENQUEUED_OF_A_JOB, JobRun, Overlap, RunStatus, SkipReason
 from scheduling.policies import OverlapDecision, overlap_blockers, overlap_decide
 from scheduling.registry import Job, registry
 from scheduling.transitions import runs_fail, runs_succeed
@@ -153,9 +153,9 @@ def runs_blocking(
     waiting: list[JobRun] = []
     if policy == Overlap.QUEUE:
         waiting = list(
-            JobRun.objects.filter(
-                job_name=job.name, status=RunStatus.ENQUEUED, scheduled_for__lt=scheduled_for
-            ).order_by("scheduled_for", "id")
+            JobRun.objects.filter(ENQUEUED_OF_A_JOB, job_name=job.name, scheduled_for__lt=scheduled_for).order_by(
+                "scheduled_for", "id"
+            )
         )
     return overlap_blockers(policy=policy, scheduled_for=scheduled_for, running=running, waiting=waiting)
 

@@ -46,10 +46,16 @@ class RunStatus(models.TextChoices):
 RETRY_STATUSES = (RunStatus.FAILED, RunStatus.ABANDONED)
 # Waiting for due_at, then for the scheduler to enqueue it (index job_run_due).
 DUE_STATUSES = (RunStatus.SCHEDULED, *RETRY_STATUSES)
-# With a worker, or handed to the queue for one (indexes job_run_enqueued_by_id, job_run_running).
+# With a worker, or handed to the queue for one (indexes job_run_enqueued_by_job and _since, job_run_running).
 LIVE_STATUSES = (RunStatus.ENQUEUED, RunStatus.RUNNING)
 # Not finished: the run will still act (both indexes above).
 IN_FLIGHT_STATUSES = (*LIVE_STATUSES, *DUE_STATUSES)
+# The enqueued runs as the conditions of their two indexes say them (job_run_enqueued_by_job,
+# job_run_enqueued_since: each names its key, see JobRun.Meta). A read filters by one of
+# them word for word, as well as by its key: SQLite uses a partial index only for a WHERE
+# that states its condition, and does not take ``job_name = ?`` to say ``job_name IS NOT NULL``.
+ENQUEUED_OF_A_JOB = Q(job_name__isnull=False, status=RunStatus.ENQUEUED)
+ENQUEUED_SINCE = Q(enqueued_at__isnull=False, status=RunStatus.ENQUEUED)
 # Never left on its own (index job_run_finished).
 FINAL_STATUSES = (RunStatus.SUCCEEDED, RunStatus.SKIPPED, RunStatus.SUPERSEDED, RunStatus.DEAD)
 
@@ -150,27 +156,29 @@ class JobRun(models.Model):
                 name="job_run_due",
                 condition=Q(status__in=list(DUE_STATUSES)),
             ),
-            # The runs waiting for a worker, by id: every "this run, if still enqueued"
-            # statement (the start, its overlap read, the skip) may use it, and any plan that
-            # does is a probe. Keyed by id, not job: the planner picks a partial index whose
-            # statistics say it is nearly empty (taken when nothing was in flight) for any
-            # query that implies its condition; keyed by (job_name, status), each start under
-            # a backlog filtered every enqueued run by id. The job-wide reads of enqueued runs
-            # are served by job_run_enqueued_by_job.
-            models.Index(
-                fields=["id"],
-                name="job_run_enqueued_by_id",
-                condition=Q(status=RunStatus.ENQUEUED),
-            ),
-            # The job-wide reads of enqueued runs, with statistics that know the backlog: the
-            # queue hand-off and the queue policy's waiting runs, WHERE job_name = ? AND
-            # status = 'enqueued' ORDER BY scheduled_for, id. With statistics taken while
-            # nothing was enqueued the planner prefers job_run_enqueued_by_id for them too (a
-            # scan of every enqueued run); a start, by id, is then still a probe.
+            # The runs waiting for a worker. Each of their indexes names its key in its condition
+            # (``key IS NOT NULL``), so only a statement that tests that key can use it, and then
+            # as a range of it: statistics taken when nothing was enqueued say these indexes are
+            # empty whatever they hold, and the planner scanned one whole for any statement
+            # that merely implied ``status = 'enqueued'`` (a start filtered every enqueued run
+            # by id; then, with an index by id, a cron job's queue hand-off filtered them all
+            # by job). A statement about one run by id has no such index left: the primary key.
+            #
+            # The job-wide reads: the queue hand-off and the queue policy's waiting runs,
+            # WHERE job_name = ? AND status = 'enqueued' ORDER BY scheduled_for, id.
             models.Index(
                 fields=["job_name", "scheduled_for", "id"],
                 name="job_run_enqueued_by_job",
-                condition=Q(status=RunStatus.ENQUEUED),
+                condition=ENQUEUED_OF_A_JOB,
+            ),
+            # The stale runs (a lost task), oldest enqueued first: the pass's probe and the
+            # requeue, WHERE status = 'enqueued' AND enqueued_at < cutoff ORDER BY enqueued_at;
+            # their job test is one no index serves (scheduling.queries), so the range read
+            # here, the stale runs, is all they read.
+            models.Index(
+                fields=["enqueued_at"],
+                name="job_run_enqueued_since",
+                condition=ENQUEUED_SINCE,
             ),
             # Overlap decisions, queue hand-off and the abandoned-run sweep: the running runs of
             # a job, WHERE job_name = ? AND status = 'running'. It holds no more runs than

@@ -19,6 +19,10 @@ The reads of due runs (the take, the earliest due, the pass's probe) test the jo
 ANY(...)``, but no index serves it, so ``job_run_due``, read in due order, is the only index
 left to them whatever the statistics say (unanalysed, the planner otherwise read every run
 of the job through ``job_run_by_job``). The take's UPDATE probes by ``id = ANY(ARRAY(...))``.
+The reads of stale runs (the pass's probe, the requeue's pick) test the job the same way, so
+``job_run_enqueued_since``, read from its oldest entry, is the only index left to them: with
+``job_name = ANY(...)`` the job index of the enqueued runs, every run waiting for a worker,
+would serve them too (``scheduling.models``: each in-flight index's condition names its key).
 ``tests/integration/test_job_run_plans.py`` reads these plans.
 
 PostgreSQL runs these. SQLite, which has no arrays and no data-modifying CTE, runs some as
@@ -227,9 +231,10 @@ FROM job_schedules AS s
 # ('due', '', the earliest due_at of an ``active`` job's waiting delayed run or retry, as
 # FIRST_DUE_AT reads it, or NULL); a ('running', job, its oldest start) per job with a run
 # running since before ``started_before`` (job_run_running); and ('stale', '', NULL) if a
-# run of a ``declared`` job is enqueued since before ``enqueued_before``
-# (job_run_enqueued_by_job). The third column is a timestamp in the branches with a row (a
-# bare NULL there would be text).
+# run of a ``declared`` job is enqueued since before ``enqueued_before``, as STALE_RUNS
+# reads them (job_run_enqueued_since, read from its oldest entry to the first such run).
+# The third column is a timestamp in the branches with a row (a bare NULL there would be
+# text).
 FIND_PASS_WORK = """
 SELECT 'due', '', (
     SELECT due_at FROM job_runs
@@ -244,8 +249,24 @@ GROUP BY job_name
 UNION ALL
 SELECT 'stale', '', NULL WHERE EXISTS (
     SELECT 1 FROM job_runs
-    WHERE status = 'enqueued' AND enqueued_at < %(enqueued_before)s AND job_name = ANY(%(declared)s::text[])
+    WHERE status = 'enqueued' AND enqueued_at < %(enqueued_before)s
+      AND array_position(%(declared)s::text[], job_name) IS NOT NULL
 )
+"""
+
+# Up to ``limit`` runs of ``declared`` jobs enqueued since before ``enqueued_before`` (their
+# task lost, or not yet taken: the caller checks the queue), oldest enqueued first, locked
+# FOR UPDATE SKIP LOCKED, every column: the partial index job_run_enqueued_since read from
+# its oldest entry, the stale runs only (see the module's doc for the job test).
+STALE_RUNS = """
+SELECT id, job_name, subject, scheduled_for, due_at, status, trigger, attempts, fence, created_at,
+       enqueued_at, started_at, heartbeat_at, finished_at, worker, skip_reason, error, result, overlap
+FROM job_runs
+WHERE status = 'enqueued' AND enqueued_at < %(enqueued_before)s
+  AND array_position(%(declared)s::text[], job_name) IS NOT NULL
+ORDER BY enqueued_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
 """
 
 # The earliest due_at of an ``active`` job's waiting delayed run or retry (no row: none), for

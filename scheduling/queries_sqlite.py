@@ -32,7 +32,8 @@ RETURNING value
 
 # queries.FIND_PASS_WORK on SQLite, which has no arrays: the job names as JSON arrays.
 # ``+job_name`` keeps the column out of every index (SQLite's array_position, see
-# sql_sqlite.DUE_RUN_IDS), so the due runs are read through job_run_due.
+# sql_sqlite.DUE_RUN_IDS), so the due runs are read through job_run_due and the stale ones
+# through job_run_enqueued_since.
 FIND_PASS_WORK = """
 SELECT 'due', '', (
     SELECT due_at FROM job_runs
@@ -48,8 +49,21 @@ UNION ALL
 SELECT 'stale', '', NULL WHERE EXISTS (
     SELECT 1 FROM job_runs
     WHERE status = 'enqueued' AND enqueued_at < %(enqueued_before)s
-      AND job_name IN (SELECT value FROM json_each(%(declared)s))
+      AND +job_name IN (SELECT value FROM json_each(%(declared)s))
 )
+"""
+
+# queries.STALE_RUNS on SQLite: the job names as a JSON array, ``+job_name`` as in
+# FIND_PASS_WORK (job_run_enqueued_since is then the only index left to it), and no row
+# locks (IMMEDIATE transactions hold the single write lock).
+STALE_RUNS = """
+SELECT id, job_name, subject, scheduled_for, due_at, status, trigger, attempts, fence, created_at,
+       enqueued_at, started_at, heartbeat_at, finished_at, worker, skip_reason, error, result, overlap
+FROM job_runs
+WHERE status = 'enqueued' AND enqueued_at < %(enqueued_before)s
+  AND +job_name IN (SELECT value FROM json_each(%(declared)s))
+ORDER BY enqueued_at
+LIMIT %(limit)s
 """
 
 # queries.FIRST_DUE_AT on SQLite: the job names as a JSON array.

@@ -301,8 +301,8 @@ def find_pass_work(
        ``due_by``; when none is due the loop sleeps to it (``dispatch.next_wakeup``)
        without asking again;
     3. whether a run of a ``declared`` job is enqueued since before ``enqueued_before``
-       (job_run_enqueued_by_job; under statistics taken with nothing enqueued, a scan of
-       job_run_enqueued_by_id: every enqueued run).
+       (partial index job_run_enqueued_since, read forwards to the first such run: the
+       stale runs, not the runs waiting for a worker).
     """
     params = {
         "active": array(active),
@@ -316,6 +316,15 @@ def find_pass_work(
     due = first_due is not None and first_due <= due_by
     stale = any(kind == "stale" for kind, _, _ in rows)
     return PassWork(long_running_jobs=running, due=due, stale=stale, first_due=first_due)
+
+
+def stale_runs(*, enqueued_before: datetime, declared: Sequence[str], limit: int) -> list[JobRun]:
+    """Up to ``limit`` runs of ``declared`` jobs enqueued since before ``enqueued_before``,
+    oldest enqueued first, locked FOR UPDATE SKIP LOCKED on PostgreSQL, so two schedulers
+    requeue disjoint runs (``queries.STALE_RUNS``: the stale runs read, not every run waiting
+    for a worker)."""
+    params = {"enqueued_before": enqueued_before, "declared": array(declared), "limit": limit}
+    return fetch_instances(JobRun, _queries().STALE_RUNS, params)
 
 
 def first_due_at(*, active: Sequence[str]) -> datetime | None:

@@ -17,7 +17,7 @@ from django.db.models import Q
 
 from scheduling import metrics, sql
 from scheduling.events import runs_record
-from scheduling.models import JobRun, Overlap, RunStatus
+from scheduling.models import ENQUEUED_OF_A_JOB, JobRun, Overlap, RunStatus
 from scheduling.pings import job_ping_on_commit
 from scheduling.queue import enqueue_runs
 from scheduling.registry import Job
@@ -94,7 +94,7 @@ def queue_hand_off(*, job: Job, now: datetime) -> None:
     A waiting run's own task found a run in progress and left it ``enqueued``; this
     gives it another task. A duplicate is harmless (the start is conditional).
     """
-    waiting = JobRun.objects.filter(job_name=job.name, status=RunStatus.ENQUEUED)
+    waiting = JobRun.objects.filter(ENQUEUED_OF_A_JOB, job_name=job.name)
     if job.overlap != Overlap.QUEUE:
         if not job.is_cron:
             return

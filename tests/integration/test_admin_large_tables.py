@@ -112,6 +112,7 @@ def test_the_pages_stop_at_the_limit(admin_client):
         "",
         f"?job_name={HOURLY.name}",
         "?status__exact=succeeded",
+        "?status__exact=enqueued",
         "?trigger__exact=manual",
         "?skip_reason=overlap",
         "?scheduled_for__year=2027&scheduled_for__month=3&scheduled_for__day=4",
@@ -155,6 +156,17 @@ def test_the_job_filter_lists_exactly_the_declared_jobs(admin_client):
     JobRun.objects.filter(subject="gone").update(job_name="renamed-long-ago")
     response = admin_client.get(reverse(RUNS))
     assert _filter_choices(response, "job") == ["All", *sorted(job.name for job in registry.all())]
+
+
+def test_the_enqueued_filter_lists_the_enqueued_runs_through_their_index(admin_client):
+    _runs(2)
+    waiting = _runs(2, start=NOW + timedelta(hours=2), status=RunStatus.ENQUEUED, enqueued_at=NOW)
+    with CaptureQueriesContext(connection) as captured:
+        response = admin_client.get(reverse(RUNS) + "?status__exact=enqueued")
+    assert {run.id for run in response.context["cl"].result_list} == {run.id for run in waiting}
+    # The condition of job_run_enqueued_since, so that index serves it (scheduling.models).
+    listed = [sql for sql in _job_runs_queries(captured.captured_queries) if "ORDER BY" in sql]
+    assert listed and all('"enqueued_at" IS NOT NULL' in sql for sql in listed), listed
 
 
 def test_the_skip_reason_filter_finds_skipped_runs_of_that_reason_only(admin_client):

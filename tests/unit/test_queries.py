@@ -23,6 +23,8 @@ def test_every_statement_returning_runs_returns_every_column_in_the_models_order
         "queries_sqlite.CLAIM_RUNS": queries_sqlite.CLAIM_RUNS,
         "ENQUEUE_DUE_RUNS": queries.ENQUEUE_DUE_RUNS,
         "START_RUNS": queries.START_RUNS,
+        "STALE_RUNS": queries.STALE_RUNS,
+        "queries_sqlite.STALE_RUNS": queries_sqlite.STALE_RUNS,
     }
     for name, statement in whole.items():
         lists = re.findall(r"(?:RETURNING|SELECT) (id, job_name,.*?)\s+(?:\)|FROM|$)", statement, re.S)
@@ -53,7 +55,8 @@ def test_the_due_statuses_are_the_partial_index_ones():
 
 def test_the_sqlite_pass_reads_are_the_postgresql_ones_but_for_the_job_name_lists():
     def as_array(statement: str) -> str:
-        # The due runs' job test, which no index may serve: array_position on PostgreSQL, +job_name on SQLite.
+        # The due and stale runs' job test, which no index may serve: array_position on
+        # PostgreSQL, +job_name on SQLite.
         listed = re.sub(
             r"\+job_name IN \(SELECT value FROM json_each\(%\((\w+)\)s\)\)",
             r"array_position(%(\1)s::text[], job_name) IS NOT NULL",
@@ -67,6 +70,8 @@ def test_the_sqlite_pass_reads_are_the_postgresql_ones_but_for_the_job_name_list
     for postgresql, sqlite in [
         (queries.FIND_PASS_WORK, queries_sqlite.FIND_PASS_WORK),
         (queries.FIRST_DUE_AT, queries_sqlite.FIRST_DUE_AT),
+        # SQLite takes no row locks: its IMMEDIATE transactions hold the single write lock.
+        (queries.STALE_RUNS.replace("FOR UPDATE SKIP LOCKED", ""), queries_sqlite.STALE_RUNS),
     ]:
         assert as_array(sqlite) == " ".join(postgresql.split())
 
