@@ -28,7 +28,7 @@ from django.db.models import Min, QuerySet
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from scheduling.models import LIVE_STATUSES, JobRun, RunStatus
+from scheduling.models import LIVE_STATUSES, JobRun, JobRunEvent, RunStatus
 from simulation.provider_process import RunningSandbox
 from simulation.report import run_story
 from support.processes import Fleet, Process, SimulatedTime, wait_for
@@ -45,6 +45,8 @@ DRAIN_SECONDS = 60.0
 # margin its broker lock and the scheduler's requeue keep above a taken task's wait and run.
 TASK_TIMEOUT_FLOOR = 30
 TASK_MARGIN = 5
+# The events of a woken worker's late word about a run taken from it.
+LATE_WORD_KINDS = ("fail_rejected", "finish_rejected")
 # Simulated time between the last order's deadline and the end: a few scheduler passes
 # to hand its cancellation run to a worker.
 SETTLE_MARGIN = timedelta(minutes=3)
@@ -443,7 +445,8 @@ class Simulation:
             self._record(FaultRecord(fault, victim.name, self.clock.now(), note="; not restarted"))
             return
         run = self._target_run()
-        victim = (self.fleet.owner_of(_pid(run.worker)) if run else None) or self.fleet["worker-1"]
+        owner = self.fleet.owner_of(_pid(run.worker)) if run else None
+        victim = owner or self.fleet["worker-1"]
         record = FaultRecord(fault, victim.name, self.clock.now(), run.id if run else None, run.fence if run else None)
         if fault.kind == FaultKind.CRASH_WORKER:
             victim.send(signal.SIGKILL)
@@ -451,8 +454,10 @@ class Simulation:
             self._later(fault.lasting, lambda: self._restart(victim))
         else:
             victim.send(signal.SIGSTOP)
-            record.note = f"; SIGSTOP for {fault.lasting}, then SIGCONT"
-            self._later(fault.lasting, lambda: self._resume(victim))
+            held = run if owner else None  # the run the paused process holds
+            until = " and until its run was taken from it" if held else ""
+            record.note = f"; SIGSTOP for {fault.lasting}{until}, then SIGCONT"
+            self._later(fault.lasting, lambda: self._resume(victim, held))
         self._record(record)
 
     def _kill_sender(self, fault: Fault) -> FaultRecord:
@@ -533,9 +538,23 @@ class Simulation:
         self.fleet.restart(process.name)
         self.say(f"restarted {process.name} at {self.clock.now():%Y-%m-%d %H:%M:%S}")
 
-    def _resume(self, process: Process) -> None:
+    def _resume(self, process: Process, run: JobRun | None = None) -> None:
+        """SIGCONT ``process``. With ``run`` (the run the paused process holds), the fault
+        is a worker that wakes after its run moved on: the pause outlasts the run's
+        timeout, but how soon a scheduler pass sees the stale heartbeat depends on the
+        machine, so it wakes only once a scheduler took its run (abandoned it), and the
+        simulation goes on once its late word was written (refused by the fence or the
+        finish). Either wait ends at the simulation's end, carrying out the restarts due
+        meanwhile."""
+        taken = False
+        if run is not None:
+            held = JobRun.objects.filter(id=run.id, fence=run.fence, status=RunStatus.RUNNING)
+            taken = self._wait(lambda: _count_fresh(held) == 0, until=self.plan.end, real_limit=float("inf"))
         process.send(signal.SIGCONT)
         self.say(f"resumed {process.name} at {self.clock.now():%Y-%m-%d %H:%M:%S}")
+        if run is not None and taken:
+            late = JobRunEvent.objects.filter(run_id=run.id, fence=run.fence, kind__in=LATE_WORD_KINDS)
+            self._wait(lambda: _count_fresh(late) > 0, until=self.plan.end, real_limit=float("inf"))
 
     def _stop(self) -> tuple[bool, str]:
         """Stop the schedulers and the traffic, let the workers finish what was claimed
@@ -596,7 +615,7 @@ def _in_flight() -> str:
     return f"{len(runs)} runs in flight ({by_job}; first ids {ids}); {tasks} tasks in django-q2's queue"
 
 
-def _count_fresh(queryset: QuerySet[JobRun]) -> int:
+def _count_fresh(queryset: QuerySet[Any]) -> int:
     close_old_connections()
     return queryset.count()
 

@@ -38,9 +38,10 @@ from django.db import close_old_connections, connection
 
 from operations.monitoring import runs_check
 from scheduling import cron
-from scheduling.models import IN_FLIGHT_STATUSES, JobRun, RunStatus
+from scheduling.models import IN_FLIGHT_STATUSES, JobRun, JobRunEvent, RunStatus
 from scheduling.schedules import schedules_register
 from simulation.models import StrategyRun
+from simulation.runner import LATE_WORD_KINDS
 from simulation.services import simulation_reset
 from simulation.strategies import (
     LEASE_SECONDS,
@@ -229,6 +230,7 @@ class StrategyDeployment:
         self.events: list[str] = []
         self.pending: list[tuple[datetime, int, Callable[[], None]]] = []
         self.paused_run: JobRun | None = None  # the claim's run frozen, as its worker had it
+        self.resume_at: datetime | None = None  # when the pause ends
 
     def run(self) -> list[str]:
         with self.fleet:
@@ -238,7 +240,9 @@ class StrategyDeployment:
                 self._at(self.plan.pause_tick + PAUSE_AFTER, self._pause)
             if StrategyFault.SERVER_DOWN in self.plan.faults:
                 self._at(self.plan.down_at, self._server_down)
-            while self.pending and self.pending[0][0] < self.plan.end:
+            # A fault's end (a resume, a restart) is carried out even when a loaded
+            # machine's late fault pushed it past the window's end.
+            while self.pending:
                 when, _, action = heapq.heappop(self.pending)
                 self.clock.sleep_until(when)
                 action()
@@ -294,7 +298,8 @@ class StrategyDeployment:
             return
         victim.send(signal.SIGSTOP)
         self._note(f"pause: SIGSTOP {victim.name}, in the middle of the {self.plan.pause_tick:%H:%M} tick")
-        self._at(self.clock.now() + PAUSE_FOR, lambda: self._resume(victim))
+        self.resume_at = self.clock.now() + PAUSE_FOR
+        self._at(self.resume_at, lambda: self._resume(victim))
 
     def _resume(self, victim: Process) -> None:
         run = self.paused_run
@@ -303,19 +308,19 @@ class StrategyDeployment:
             # once its heartbeat stopped for the lease): the pause outlasts the lease by
             # minutes, but a loaded machine's schedulers may notice late, so it wakes only
             # then; and the deployment goes on once its late word was written or refused.
-            self._wait_none(
-                JobRun.objects.filter(id=run.pk, fence=run.fence, status=RunStatus.RUNNING),
-                "the run to be taken from it",
-            )
+            held = JobRun.objects.filter(id=run.pk, fence=run.fence, status=RunStatus.RUNNING)
+            self._wait_until(lambda: _fresh_count(held) == 0, "the run to be taken from it")
         victim.send(signal.SIGCONT)
         self._note(f"pause: SIGCONT {victim.name}")
         if run is not None:
-            own = StrategyRun.objects.filter(scheduled_for=run.scheduled_for, server=run.worker, finished_at=None)
-            self._wait_none(own, "its execution to finish")
+            # Its late word is refused at its next heartbeat or at the write: the execution
+            # row says so, then the run's event (the SIGSTOP may have come before the row).
+            late = JobRunEvent.objects.filter(run_id=run.pk, fence=run.fence, kind__in=LATE_WORD_KINDS)
+            self._wait_until(lambda: _fresh_count(late) > 0, "its late word")
 
-    def _wait_none(self, queryset: Any, what: str) -> None:
+    def _wait_until(self, condition: Callable[[], bool], what: str) -> None:
         try:
-            wait_for(lambda: _fresh_count(queryset) == 0, timeout=DRAIN_SECONDS, interval=0.05, what=what)
+            wait_for(condition, timeout=DRAIN_SECONDS, interval=0.05, what=what)
         except TimeoutError:
             self._note(f"pause: gave up waiting for {what} after {DRAIN_SECONDS:g} s")
 
@@ -336,21 +341,55 @@ class StrategyDeployment:
             return bool(found)
 
         try:
-            # On a loaded machine a claimed run may start minutes late: wait for it while
-            # the pause still fits in the window.
-            timeout = self.clock.real_time_at(self.plan.end - PAUSE_FOR) - time.time()
-            wait_for(seen, timeout=max(timeout, 0), interval=0.02, what="an execution in flight")
+            if self.case.strategy == Strategy.CLAIM:
+                # On a loaded machine a claimed run may start minutes late: wait for it
+                # while the runs before it keep starting (the pause may then end after the
+                # window's, and is carried out all the same).
+                started = JobRun.objects.filter(job_name=PROBE_JOB, scheduled_for__lte=tick, started_at__isnull=False)
+                due = len([t for t in window_ticks(self.plan) if t <= tick])
+
+                def left() -> int:  # the runs up to the tick not started yet, at least 1 until it is seen
+                    return 0 if seen() else max(due - _fresh_count(started), 1)
+
+                wait_while_progressing(left, stall=DRAIN_SECONDS, interval=0.02, what="the tick's run starting")
+            else:
+                timeout = self.clock.real_time_at(self.plan.end - PAUSE_FOR) - time.time()
+                wait_for(seen, timeout=max(timeout, 0), interval=0.02, what="an execution in flight")
         except TimeoutError:
             return None
         return found[0]
 
     def _server_down(self) -> None:
+        if self.resume_at is not None and any("SIGSTOP" in p.signals[-1:] for p in self._server_processes(1)):
+            # A late pause froze server 1's process: the two faults never hit one process
+            # at once, so server 1 goes down just after the resume (and its late word).
+            self._at(self.resume_at + timedelta(seconds=1), self._server_down)
+            return
+        self._wait_between_ticks()
         victims = [p for p in self._server_processes(1) if p.alive()]
         for victim in victims:
             victim.send(signal.SIGKILL)
         names = ", ".join(p.name for p in victims) or "nothing (server 1 runs no process)"
         self._note(f"server down: SIGKILL {names}")
         self._at(self.clock.now() + DOWN_FOR, lambda: self._server_up(victims))
+
+    def _wait_between_ticks(self) -> None:
+        """Server 1 goes down between two ticks: a cron line that fires every tick (every
+        server, the special server) is killed once it has finished each tick before the
+        planned instant, however far a loaded machine's line lags the clock (bounded:
+        ``DRAIN_SECONDS`` without a step). A tick that came due meanwhile may be caught in
+        flight. A lock strategy's line has no execution of a tick another server took, and
+        the claim's runs are meant to be killed mid-run: those are killed on time."""
+        if self.case.strategy not in (Strategy.EVERY_SERVER, Strategy.SPECIAL_SERVER):
+            return
+        ticks = [tick for tick in window_ticks(self.plan) if tick < self.plan.down_at]
+        done = StrategyRun.objects.filter(server="server-1", scheduled_for__in=ticks, finished_at__isnull=False)
+        try:
+            wait_while_progressing(
+                lambda: len(ticks) - _fresh_count(done), stall=DRAIN_SECONDS, what="server 1's ticks before the kill"
+            )
+        except TimeoutError:
+            self._note(f"server down: server 1 still short of the ticks before it after {DRAIN_SECONDS:g} s")
 
     def _server_up(self, victims: list[Process]) -> None:
         for victim in victims:

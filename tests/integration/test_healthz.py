@@ -3,12 +3,16 @@ scheduler stops, was never started, or the database is unreachable."""
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
-from unittest import mock
+from pathlib import Path
 
 import pytest
 import time_machine
-from django.db import OperationalError
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.utils import load_backend
 from django.test import Client, override_settings
 
 from scheduling.loop import SchedulerLoop
@@ -68,9 +72,32 @@ def test_it_is_503_when_no_scheduler_ever_ran():
     assert response.json()["scheduler_last_pass_age_seconds"] is None
 
 
-def test_it_is_503_when_the_database_is_unreachable():
-    refused = OperationalError('connection to server at "10.0.0.5", port 5432 failed: Connection refused')
-    with mock.patch("operations.views.scheduler_last_pass_at", side_effect=refused):
+@contextmanager
+def _database_unreachable(tmp_path: Path) -> Iterator[None]:
+    """This thread's default connection, for the block, goes to a database that is not
+    there: on PostgreSQL a port bound on 127.0.0.1 with nobody listening (the connection
+    is refused), on SQLite a file in a directory that does not exist (it cannot be
+    opened). The test's own connection, and its transaction, wait aside meanwhile."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: a connect gets RST
+        dead = dict(connection.settings_dict)
+        if connection.vendor == "postgresql":
+            dead.update(HOST="127.0.0.1", PORT=str(closed.getsockname()[1]))
+        else:
+            dead.update(NAME=str(tmp_path / "missing" / "db.sqlite3"))
+        unreachable = load_backend(dead["ENGINE"]).DatabaseWrapper(dead, DEFAULT_DB_ALIAS)
+        ours = connections[DEFAULT_DB_ALIAS]
+        connections[DEFAULT_DB_ALIAS] = unreachable
+        try:
+            yield
+        finally:
+            connections[DEFAULT_DB_ALIAS] = ours
+            unreachable.close()
+
+
+def test_it_is_503_when_the_database_is_unreachable(tmp_path):
+    _scheduler_pass(T0)  # a scheduler passed: only the database is wrong
+    with time_machine.travel(T0 + timedelta(seconds=1), tick=False), _database_unreachable(tmp_path):
         response = _get()
     assert response.status_code == 503
     assert response.json()["database"] == "unreachable"

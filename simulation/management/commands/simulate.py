@@ -86,7 +86,7 @@ class Command(TiffinCommand):
             (
                 FaultKind.PAUSE_WORKER,
                 "AT[:FOR]",
-                "SIGSTOP the worker running the fault job at AT, SIGCONT it FOR later",
+                "SIGSTOP the worker running the fault job at AT, SIGCONT it FOR later, once a scheduler took its run",
             ),
             (FaultKind.KILL_SCHEDULER, "AT", "SIGKILL server 1's scheduler at AT, for good"),
             (
