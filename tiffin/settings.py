@@ -235,6 +235,9 @@ LOGGING = {
         # django-axes: each failed login and lockout is a warning; its start banner and
         # per-request notes (INFO) would fill every command's output.
         "axes": {"level": "WARNING"},
+        # The stripe library logs every request and response at INFO: two lines per call, in
+        # the worker's log and in `make demo`'s report; the transfers app logs what matters.
+        "stripe": {"level": "WARNING"},
     },
 }
 
