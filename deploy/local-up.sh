@@ -72,6 +72,10 @@ set +m
 stop() {
   [[ -z ${stopped:-} ]] || return 0
   stopped=1
+  # A second signal must not cut the wait short: `make up` stopped by SIGTERM (a process
+  # manager, `kill` of its group) sends its own SIGTERM on to this script, and the INT/TERM
+  # trap's `exit` would end the script before the servers have, without "Stopped.".
+  trap '' INT TERM
   echo "  Stopping the web server and the worker..."
   kill -TERM $web $worker 2>/dev/null || true
   wait $web $worker 2>/dev/null || true

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.mail import mail_admins
 from django.db import transaction
 from django.db.models import Count, Max, Min
+from django_q.tasks import async_task
 
 from operations.monitoring import Problem, problems_grouped
 from scheduling import outbound
@@ -160,13 +161,25 @@ def _safe(url: str) -> str:
 
 # --- Login lockouts (operations.lockouts hears them from django-axes) ----------------------
 
+# The worker task that mails and posts a lockout: never the login request, which would
+# wait on the mail server and the webhook (EMAIL_TIMEOUT, SCHEDULER_WEBHOOK_TIMEOUT_SECONDS)
+# with a gunicorn worker held, for every client a guesser makes lock out.
+LOCKOUT_DELIVER_TASK = "operations.alerts.lockout_deliver"
+
 
 def lockout_alert(*, username: str, ip_address: str, failures: int, at: datetime, until: datetime) -> None:
-    """Alert one admin login lockout through every channel: a warning log line (JSON,
-    ``"event":"login_lockout"``), a mail to the admins, a POST to the webhook. Called
-    once per lockout, when the failure that reaches the limit is counted; a channel that
-    fails is logged, never raised (the lockout holds whatever the alert does)."""
-    line = {
+    """Alert one admin login lockout: a warning log line (JSON, ``"event":"login_lockout"``)
+    here, and a django-q2 task for a worker to mail the admins and POST to the webhook
+    (``lockout_deliver``). Called once per lockout, inside the login request, when the
+    failure that reaches the limit is counted; the task is stored in the same database, in
+    the request's transaction when there is one."""
+    line = _lockout_line(username=username, ip_address=ip_address, failures=failures, at=at, until=until)
+    logger.warning(json.dumps(line, separators=(",", ":")))
+    async_task(LOCKOUT_DELIVER_TASK, line, task_name=f"login-lockout:{ip_address}", group="login-lockouts")
+
+
+def _lockout_line(*, username: str, ip_address: str, failures: int, at: datetime, until: datetime) -> dict[str, Any]:
+    return {
         "event": "login_lockout",
         "username": username,
         "ip_address": ip_address,
@@ -174,10 +187,17 @@ def lockout_alert(*, username: str, ip_address: str, failures: int, at: datetime
         "at": at.isoformat(),
         "locked_until": until.isoformat(),
     }
-    logger.warning(json.dumps(line, separators=(",", ":")))
+
+
+def lockout_deliver(line: dict[str, Any]) -> None:
+    """Mail the admins and POST to the webhook about the lockout ``line`` describes (the
+    worker's half of ``lockout_alert``). A channel that fails is logged, never raised: the
+    lockout holds whatever the alert does."""
+    username, ip_address = line["username"], line["ip_address"]
+    until = datetime.fromisoformat(line["locked_until"])
     subject = f"Admin login locked out: {username!r} from {ip_address}"
     body = (
-        f"{failures} failed logins counted against the username {username!r} or the address {ip_address}; "
+        f"{line['failures']} failed logins counted against the username {username!r} or the address {ip_address}; "
         f"logins for either are refused until {until:%Y-%m-%d %H:%M:%S} UTC. "
         "If it was someone of yours: manage.py axes_reset_username <name> or axes_reset_ip <address>."
     )

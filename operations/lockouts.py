@@ -4,6 +4,8 @@ django-axes sends ``user_locked_out`` twice over: when the failure that reaches 
 is counted, and again for every attempt refused during the lockout. Only the first is
 news: it is the one with a failure count (a refused attempt is not counted, so its count
 is None). Two failures racing past the limit together may both alert; none is lost.
+The request only logs the lockout and queues its mail and webhook for a worker
+(``operations.alerts.lockout_alert``): a slow mail server never holds a login up.
 """
 
 from __future__ import annotations

@@ -15,7 +15,10 @@ job_runs grows by millions of rows a month. ``history_prune`` deletes, in short 
 2. django-q2's results past the same periods (successes like finished runs, failures
    like dead ones), and queue entries that can no longer start anything;
 3. alerts resolved more than SCHEDULER_ALERT_RETENTION_DAYS ago, and scheduler nodes
-   whose last pass is older than SCHEDULER_NODE_RETENTION_DAYS.
+   whose last pass is older than SCHEDULER_NODE_RETENTION_DAYS;
+4. django-axes' login records: failed-login counts past the lockout's cool-off (they
+   count for nothing any more; django-axes itself deletes them only when someone next
+   logs in), and its logs of logins and failures older than LOGIN_LOG_RETENTION_DAYS.
 
 Age is judged by ``finished_at``: every final status sets it (a tick skipped at its
 claim, by overlap or as superseded included), and it is the moment the row stopped
@@ -35,6 +38,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog  # type: ignore[import-untyped]
 from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
@@ -57,6 +61,7 @@ class HistoryPrune:
     queued_tasks: int = 0
     alerts: int = 0
     nodes: int = 0
+    logins: int = 0  # django-axes' attempts and logs
     batches: int = 0
 
     def as_dict(self) -> dict[str, int]:
@@ -90,6 +95,11 @@ def history_prune(*, now: datetime, batch_size: int, on_batch: OnBatch | None = 
     rows_prune(RunAlert.objects.filter(resolved_at__lt=resolved), "alerts", batch_size, progress)
     unseen = now - timedelta(days=settings.SCHEDULER_NODE_RETENTION_DAYS)
     rows_prune(SchedulerNode.objects.filter(last_pass_at__lt=unseen), "nodes", batch_size, progress)
+    expired = now - settings.AXES_COOLOFF_TIME
+    rows_prune(AccessAttempt.objects.filter(attempt_time__lt=expired), "logins", batch_size, progress)
+    logged = now - timedelta(days=settings.LOGIN_LOG_RETENTION_DAYS)
+    rows_prune(AccessLog.objects.filter(attempt_time__lt=logged), "logins", batch_size, progress)
+    rows_prune(AccessFailureLog.objects.filter(attempt_time__lt=logged), "logins", batch_size, progress)
     return total
 
 
@@ -144,7 +154,8 @@ def runs_prune(*, rule: sql.PruneRule, batch_size: int, on_batch: OnBatch) -> No
 
 def rows_prune(queryset: QuerySet[Any], field: str, batch_size: int, on_batch: OnBatch) -> None:
     """Delete the rows of ``queryset`` in primary-key batches, each re-checking its filter
-    in its own transaction (django-q2's tables, alerts and nodes have no rows pointing at them)."""
+    in its own transaction (django-q2's tables, alerts, nodes and django-axes' records have no
+    rows pointing at them)."""
     while True:
         with transaction.atomic():
             picked = list(

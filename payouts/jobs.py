@@ -99,7 +99,10 @@ def weekly_payouts(ctx: RunContext) -> dict[str, Any]:
         "as_of": ctx.scheduled_for.isoformat(),
         "restaurants": result.restaurants,
         "batches": result.batches,
-        "payouts_written": result.written,
+        "payouts_written": result.written,  # by this attempt
+        # The amounts below are of every payout of the run, by every attempt (one killed
+        # mid-run leaves its committed batches to the run): this many.
+        "payouts_of_run": totals.count,
         "gross": str(totals.gross),
         "commission": str(totals.commission),
         "net": str(totals.net),

@@ -339,8 +339,11 @@ class Simulation:
 
     def _start_traffic(self) -> None:
         if self.plan.orders_per_minute > 0:
-            minutes = str(self.plan.traffic_window().total_seconds() / 60)
-            command = ["simulate_orders", "--per-minute", str(self.plan.orders_per_minute), "--minutes", minutes]
+            # An instant, not a number of minutes from whenever the process gets going: on a
+            # loaded machine it starts minutes of simulated time late, and its last orders'
+            # deadlines would fall after the end, their runs left for `make up` to settle.
+            until = (self.plan.start + self.plan.traffic_window()).isoformat()
+            command = ["simulate_orders", "--per-minute", str(self.plan.orders_per_minute), "--until", until]
             self.fleet.start("orders", command, env=self._env(), may_finish=True)
         self.say(
             f"started {self.plan.servers} servers (a scheduler and a worker with {self.plan.workers} "

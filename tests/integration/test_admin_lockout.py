@@ -1,7 +1,8 @@
 """The admin login locks out a client after LOGIN_FAILURE_LIMIT wrong passwords: the
 right password is then refused (429) without being hashed, until the cool-off has passed;
-the lockout is alerted once (log line, admin mail, webhook). Posted to the real admin
-login through Django's test client, counted in the real database."""
+the lockout is alerted once (a log line in the request; the admin mail and the webhook by
+a worker, through django-q2's queue). Posted to the real admin login through Django's test
+client, counted in the real database."""
 
 from __future__ import annotations
 
@@ -14,11 +15,16 @@ import time_machine
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
+from django.utils.module_loading import import_string
+from django_q.models import OrmQ
+from django_q.signing import SignedPackage
 from prometheus_client.parser import text_string_to_metric_families
 
+from operations.alerts import LOCKOUT_DELIVER_TASK
 from tests.engine import T0
 from tests.hashers import CountingPBKDF2PasswordHasher
 from tests.integration.test_monitoring_alerts import CaptureServer, http_server  # noqa: F401  (a fixture)
+from tests.smtp_sink import running_smtp_server
 
 pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("ignore:No directory at:UserWarning")]
 
@@ -52,6 +58,20 @@ def _logged_in(response) -> bool:
     return response.status_code == 302 and response["Location"] == "/admin/"
 
 
+def _lockout_tasks_run() -> int:
+    """Run the queued lockout alerts as a django-q2 worker does (unsign the package, import
+    its function, call it with its arguments), here, then take them off the queue; return
+    how many ran. (django-q2's own worker function closes the test's database connection.)"""
+    ran = 0
+    for entry in OrmQ.objects.order_by("id"):
+        task = SignedPackage.loads(entry.payload)
+        if task["func"] == LOCKOUT_DELIVER_TASK:
+            import_string(task["func"])(*task["args"], **task["kwargs"])
+            entry.delete()
+            ran += 1
+    return ran
+
+
 def _lockout_lines(caplog) -> list[dict[str, object]]:
     lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "operations.alerts"]
     return [line for line in lines if line.get("event") == "login_lockout"]
@@ -74,6 +94,9 @@ def test_the_right_password_is_refused_after_the_limit_and_no_password_is_hashed
     [line] = _lockout_lines(caplog)
     assert (line["username"], line["ip_address"], line["failures"]) == ("ops", "198.51.100.7", LIMIT)
     assert line["locked_until"] == (T0 + COOL_OFF).isoformat()
+    # The request mailed and posted nothing: a worker does, from the queue.
+    assert mailoutbox == [] and http_server.requests == []
+    assert _lockout_tasks_run() == 1
     [mail] = mailoutbox
     assert mail.to == ["ops@example.com"] and "locked out: 'ops' from 198.51.100.7" in mail.subject
     [hook] = http_server.requests
@@ -145,3 +168,21 @@ def test_each_lockout_is_counted_once_for_prometheus(settings, client):
             _post(f"guess-{n}")
         _post("guess", address="203.0.113.77", username="someone")  # one failure elsewhere: no lockout
     assert _lockouts_scraped(client) == before + 1
+
+
+def test_the_lockout_mail_goes_out_through_a_worker_never_the_login_request(settings, tmp_path, http_server):  # noqa: F811
+    """Against a real SMTP server: the request that locks the client out returns with no
+    message at the server (a mail sent inside it is on the server before the response, as
+    the server records a message before answering its DATA); the queued task then mails it."""
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    with running_smtp_server(directory=tmp_path / "smtp") as smtp:
+        settings.EMAIL_HOST, settings.EMAIL_PORT = smtp.host, smtp.port
+        with time_machine.travel(T0, tick=False):
+            codes = [_post(f"guess-{n}").status_code for n in range(LIMIT)]
+        assert codes[-1] == 429
+        assert smtp.messages() == [] and http_server.requests == []
+        assert _lockout_tasks_run() == 1
+        [mail] = smtp.messages()
+    assert mail["To"] == "ops@example.com" and "locked out: 'ops' from 198.51.100.7" in mail["Subject"]
+    [hook] = http_server.requests
+    assert json.loads(hook.body)["username"] == "ops"

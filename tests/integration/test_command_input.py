@@ -117,6 +117,7 @@ VALUE_OPTIONS = [
     ["simulate", "--log-dir"],
     ["simulate_orders", "--minutes"],
     ["simulate_orders", "--seed"],
+    ["simulate_orders", "--until"],
 ]
 
 

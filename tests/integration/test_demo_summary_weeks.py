@@ -11,7 +11,7 @@ import pytest
 import time_machine
 from django.core.management import call_command
 
-from demo.management.commands.demo_summary import BEFORE_ONBOARDING, NOT_OVER, UNPAID, week_unpaid_reason
+from demo.management.commands.demo_summary import BEFORE_ONBOARDING, NOT_OVER, UNPAID, _describe, week_unpaid_reason
 from scheduling.execution import runs_execute
 from scheduling.services import run_claim_manual
 
@@ -51,3 +51,14 @@ def test_a_week_not_over_yet_is_open() -> None:
     assert reason == NOT_OVER
     reason = week_unpaid_reason(monday=date(2027, 3, 8), timezone="America/New_York", onboarded_at=onboarded, now=NOW)
     assert reason == UNPAID
+
+
+def test_a_payout_run_retried_after_a_crash_is_described_by_all_its_payouts():
+    """The amounts of a run's result are of every payout it wrote, by every attempt; the
+    count beside them is too, with the last attempt's share (the demo's crash leaves one)."""
+    result: dict[str, Any] = {"payouts_written": 60, "payouts_of_run": 72, "restaurants": 12}
+    result |= {"gross": "356021.85", "commission": "68710.69", "net": "287311.16"}
+    assert _describe("weekly-payouts", result) == (
+        "72 payouts (60 by its last attempt) written for 12 restaurants "
+        "(gross 356,021.85, commission 68,710.69, net 287,311.16)"
+    )

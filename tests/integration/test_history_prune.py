@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import time_machine
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog  # type: ignore[import-untyped]
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection, transaction
@@ -394,3 +395,37 @@ def test_a_run_another_transaction_holds_is_skipped_not_waited_for(jobs):
         holder.join()
     assert result.runs == 1 and remaining() == {held.id}
     assert free.id not in remaining()
+
+
+@pytest.mark.django_db
+def test_it_forgets_expired_login_counts_and_old_login_logs(settings):
+    """django-axes' failed-login counts go once the lockout's cool-off has passed; its logs
+    of logins and failures after LOGIN_LOG_RETENTION_DAYS; newer ones stay."""
+    settings.AXES_COOLOFF_TIME = timedelta(minutes=15)
+    settings.LOGIN_LOG_RETENTION_DAYS = 30
+
+    def record(model: Any, age: timedelta, **fields: Any) -> int:
+        # One attempt row per (username, address, user agent): the age stands in for the agent.
+        row = model.objects.create(username="ops", ip_address="198.51.100.7", user_agent=f"agent {age}", **fields)
+        model.objects.filter(id=row.id).update(attempt_time=NOW - age)  # attempt_time is auto_now_add
+        return row.id
+
+    counted = {
+        "get_data": "",
+        "post_data": "",
+        "http_accept": "",
+        "path_info": "/admin/login/",
+        "failures_since_start": 3,
+    }
+    kept_attempts = {record(AccessAttempt, timedelta(minutes=14), **counted)}
+    record(AccessAttempt, timedelta(minutes=16), **counted)
+    kept_logs = {record(AccessLog, 29 * DAY, path_info="/admin/login/", http_accept="")}
+    record(AccessLog, 31 * DAY, path_info="/admin/login/", http_accept="")
+    kept_failures = {record(AccessFailureLog, 29 * DAY, path_info="/admin/login/", http_accept="", locked_out=True)}
+    record(AccessFailureLog, 31 * DAY, path_info="/admin/login/", http_accept="", locked_out=False)
+    result = prune()
+    assert set(AccessAttempt.objects.values_list("id", flat=True)) == kept_attempts
+    assert set(AccessLog.objects.values_list("id", flat=True)) == kept_logs
+    assert set(AccessFailureLog.objects.values_list("id", flat=True)) == kept_failures
+    assert result.logins == 3
+    assert prune() == HistoryPrune()  # nothing more

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -51,18 +52,25 @@ def render_text(summary: DemoSummary) -> list[str]:
         f"Restaurants: {sum(summary.restaurants_by_zone.values())} ({zones})",
         f"Orders: {sum(summary.orders_by_status.values())}",
         *(f"  {status:<{width}}  {n:>8}" for status, n in summary.orders_by_status.items()),
-        f"Delivered gross: {summary.delivered_gross}",
+        f"Delivered gross: {_money(summary.delivered_gross)}",
         f"Carts: {summary.carts.fresh + summary.carts.stale} ({summary.carts.fresh} fresh, "
         f"{summary.carts.stale} untouched for over {summary.stale_after.days} days)",
     ]
     payouts = summary.payouts
     if payouts.count:
         lines.append(
-            f"Payouts: {payouts.count} (gross {payouts.gross}, commission {payouts.commission}, net {payouts.net})"
+            f"Payouts: {payouts.count} (gross {_money(payouts.gross)}, commission {_money(payouts.commission)}, "
+            f"net {_money(payouts.net)})"
         )
     else:
         lines.append("Payouts: none yet")
     return lines
+
+
+def _money(amount: Decimal | str) -> str:
+    """An amount with thousands separators, as the payout table prints it (a run's result
+    holds its amounts as strings)."""
+    return f"{Decimal(amount):,.2f}"
 
 
 def render_jobs(runs: dict[str, JobRun | None], cancellations: dict[str, int]) -> list[str]:
@@ -90,9 +98,12 @@ def render_jobs(runs: dict[str, JobRun | None], cancellations: dict[str, int]) -
 
 def _describe(name: str, result: dict[str, Any]) -> str:
     if name == "weekly-payouts":
+        written = result["payouts_written"]
+        of_run = result.get("payouts_of_run", written)
+        what = f"{written} payouts" if of_run == written else f"{of_run} payouts ({written} by its last attempt)"
         return (
-            f"{result['payouts_written']} payouts written for {result['restaurants']} restaurants "
-            f"(gross {result['gross']}, commission {result['commission']}, net {result['net']})"
+            f"{what} written for {result['restaurants']} restaurants "
+            f"(gross {_money(result['gross'])}, commission {_money(result['commission'])}, net {_money(result['net'])})"
         )
     if name == "clean-carts":
         return (

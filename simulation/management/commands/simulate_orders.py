@@ -12,7 +12,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from simulation.traffic import OrderTraffic, TrafficPlan
 from tiffin import clock
-from tiffin.cli import TiffinCommand, parse_finite
+from tiffin.cli import TiffinCommand, parse_finite, parse_instant
 
 
 class Command(TiffinCommand):
@@ -28,6 +28,11 @@ class Command(TiffinCommand):
             "--per-minute", type=parse_finite, default=20.0, help="orders per clock minute (default 20)"
         )
         parser.add_argument("--minutes", type=parse_finite, default=30.0, help="how long to place orders (default 30)")
+        parser.add_argument(
+            "--until",
+            help="the clock instant (ISO 8601) at which to stop placing orders, instead of --minutes after the "
+            "start: simulate gives it so that a slow start cannot push the last deadlines past its end",
+        )
         parser.add_argument("--accept", type=parse_finite, default=0.8, help="share of orders accepted (default 0.8)")
         parser.add_argument("--reject", type=parse_finite, default=0.05, help="share of orders rejected (default 0.05)")
         parser.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
@@ -35,10 +40,14 @@ class Command(TiffinCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["minutes"] <= 0:
             raise CommandError(f"--minutes {options['minutes']}: give a positive number")
+        now = clock.now()
+        until = now + timedelta(minutes=options["minutes"])
+        if options["until"] is not None:
+            until = parse_instant(options["until"], option="--until", require_offset=True)
         try:
             plan = TrafficPlan(
                 orders_per_minute=options["per_minute"],
-                until=clock.now() + timedelta(minutes=options["minutes"]),
+                until=until,
                 accept_share=options["accept"],
                 reject_share=options["reject"],
                 seed=options["seed"],
