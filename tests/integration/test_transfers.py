@@ -31,7 +31,6 @@ from payouts.services import payouts_pay_due
 from scheduling.models import JobRun, RunAlert, RunStatus
 from scheduling.services import run_execute_here
 from simulation.provider_process import RunningSandbox, running_sandbox
-from statements.models import Statement
 from tests.fences import TokenOnly
 from tests.outbox import AS_OF, PAID_AT, Clock, due_again, paid_restaurants, sender_run
 from tests.prometheus import scrape
@@ -182,7 +181,6 @@ def test_a_transfer_cannot_exist_without_its_payout(paid) -> None:
             | {"payout_id": transfer.payout_id + 1000, "period_start": orphan, "idempotency_key": "orphan"}
         )
     assert Transfer.objects.filter(period_start=orphan).count() == 0
-    Statement.objects.all().delete()  # they name the payouts too (statements/migrations/0003)
     with connections["default"].cursor() as cursor:
         with pytest.raises(NotSupportedError, match="transfer_payout_identity_fk"), transaction.atomic():
             cursor.execute("TRUNCATE payouts_payout")
