@@ -83,7 +83,10 @@ stop() {
 }
 # However this script ends (Ctrl-C, SIGTERM, or gunicorn failing), both stop.
 trap stop EXIT
-trap 'echo; exit 130' INT TERM
+# The handler itself ignores further signals first: a second one (make passes its own
+# SIGTERM on) arriving while the first is handled would otherwise run `exit` again from
+# inside stop's wait.
+trap 'trap "" INT TERM; echo; exit 130' INT TERM
 
 # Wait until gunicorn listens (or has died, whose log then says why).
 for _ in $(seq 100); do

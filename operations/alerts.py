@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.mail import mail_admins
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Count, Max, Min
 from django_q.tasks import async_task
 
@@ -175,7 +175,13 @@ def lockout_alert(*, username: str, ip_address: str, failures: int, at: datetime
     the request's transaction when there is one."""
     line = _lockout_line(username=username, ip_address=ip_address, failures=failures, at=at, until=until)
     logger.warning(json.dumps(line, separators=(",", ":")))
-    async_task(LOCKOUT_DELIVER_TASK, line, task_name=f"login-lockout:{ip_address}", group="login-lockouts")
+    try:
+        with transaction.atomic():  # a savepoint: a failed insert leaves the request's transaction usable
+            async_task(LOCKOUT_DELIVER_TASK, line, task_name=f"login-lockout:{ip_address}", group="login-lockouts")
+    except DatabaseError:
+        # The lockout holds without it: the client still gets its 429 and django-axes still
+        # logs the failure. The log line above is the alert that remains.
+        logger.exception("login lockout of %s: its alert task could not be queued", ip_address)
 
 
 def _lockout_line(*, username: str, ip_address: str, failures: int, at: datetime, until: datetime) -> dict[str, Any]:

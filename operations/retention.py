@@ -154,8 +154,8 @@ def runs_prune(*, rule: sql.PruneRule, batch_size: int, on_batch: OnBatch) -> No
 
 def rows_prune(queryset: QuerySet[Any], field: str, batch_size: int, on_batch: OnBatch) -> None:
     """Delete the rows of ``queryset`` in primary-key batches, each re-checking its filter
-    in its own transaction (django-q2's tables, alerts, nodes and django-axes' records have no
-    rows pointing at them)."""
+    in its own transaction, through Django's delete, which also removes the rows that point
+    at them (django-axes' expiration row of an attempt)."""
     while True:
         with transaction.atomic():
             picked = list(

@@ -52,8 +52,8 @@ LIVE_STATUSES = (RunStatus.ENQUEUED, RunStatus.RUNNING)
 IN_FLIGHT_STATUSES = (*LIVE_STATUSES, *DUE_STATUSES)
 # The enqueued runs as the conditions of their two indexes say them (job_run_enqueued_by_job,
 # job_run_enqueued_since: each names its key, see JobRun.Meta). A read filters by one of
-# them word for word, as well as by its key: SQLite uses a partial index only for a WHERE
-# that states its condition, and does not take ``job_name = ?`` to say ``job_name IS NOT NULL``.
+# them word for word, as well as by its key, so that each database's planner sees the
+# index's condition implied without relying on its own inference rules.
 ENQUEUED_OF_A_JOB = Q(job_name__isnull=False, status=RunStatus.ENQUEUED)
 ENQUEUED_SINCE = Q(enqueued_at__isnull=False, status=RunStatus.ENQUEUED)
 # Never left on its own (index job_run_finished).
