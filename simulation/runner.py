@@ -28,7 +28,7 @@ from django.db.models import Min, QuerySet
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from scheduling.models import LIVE_STATUSES, JobRun, JobRunEvent, RunStatus
+from scheduling.models import IN_FLIGHT_STATUSES, LIVE_STATUSES, JobRun, JobRunEvent, RunStatus
 from simulation.provider_process import RunningSandbox
 from simulation.report import run_story
 from support.processes import Fleet, Process, SimulatedTime, wait_for
@@ -521,17 +521,26 @@ class Simulation:
         return condition()
 
     def _target_run(self) -> JobRun | None:
-        """A running run of the plan's fault job (waiting up to ten simulated minutes for
-        one), else any running run, else None."""
-        deadline = time.monotonic() + self.clock.real_seconds(600)
-        while time.monotonic() < deadline:
+        """A running run of the plan's fault job, else any running run, else None.
+
+        It waits up to ten simulated minutes for a run of the fault job to appear, and once
+        one is on its way (claimed, due or enqueued), until it runs, however long a loaded
+        machine takes (at most until the end): the wait follows the run, not a number of
+        seconds. With a fixed wait, a CI run at high load gave up while the payout's task
+        sat taken in a busy cluster, crashed that cluster through another of its runs, and
+        the payout came back only after the simulation's end."""
+        appear_by = self.clock.now() + timedelta(minutes=10)
+        of_the_job = JobRun.objects.filter(job_name=self.plan.fault_job)
+
+        def running_or_none_coming() -> bool:
             close_old_connections()
-            running = JobRun.objects.filter(job_name=self.plan.fault_job, status=RunStatus.RUNNING)
-            run = running.order_by("started_at").first()
-            if run is not None:
-                return run
-            time.sleep(0.05)
-        return JobRun.objects.filter(status=RunStatus.RUNNING).order_by("started_at").first()
+            if of_the_job.filter(status=RunStatus.RUNNING).exists():
+                return True
+            return self.clock.now() >= appear_by and not of_the_job.filter(status__in=IN_FLIGHT_STATUSES).exists()
+
+        self._wait(running_or_none_coming, until=self.plan.end, real_limit=float("inf"))
+        run = of_the_job.filter(status=RunStatus.RUNNING).order_by("started_at").first()
+        return run or JobRun.objects.filter(status=RunStatus.RUNNING).order_by("started_at").first()
 
     def _record(self, record: Recorded) -> None:
         self.records.append(record)
