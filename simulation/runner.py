@@ -480,11 +480,6 @@ class Simulation:
                 if not sandbox.state()["in_flight"]:
                     return False
                 close_old_connections()
-                # Not while a run of the fault job waits enqueued: its task may sit in this
-                # very cluster, taken ahead of its busy worker, and would come back only
-                # after the broker's lock, past the end (seen in CI: the payout at 22:40).
-                if JobRun.objects.filter(job_name=self.plan.fault_job, status=RunStatus.ENQUEUED).exists():
-                    return False
                 for run in JobRun.objects.filter(job_name=SEND_TRANSFERS_JOB, status=RunStatus.RUNNING):
                     owner = self.fleet.owner_of(_pid(run.worker))
                     if owner is not None and owner.alive():
