@@ -163,19 +163,23 @@ def simulation_report(
     clock_skew: float = 0.0,
     provider_url: str | None = None,
     mail_dir: Path | None = None,
+    window_end: datetime | None = None,
 ) -> SimulationReport:
     """Read everything back and check the invariants (see the module doc).
 
     ``provider_url``: the payment provider the run's processes sent transfers to (its
     transfers are read through its API); ``mail_dir``: where their mail backend wrote the
     statements (``EMAIL_FILE_PATH``). Without them those checks are left out.
+    ``window_end``: when the simulated window closed (the servers go on after it until
+    they settle); by default the schedulers' last pass.
 
     ``clock_skew`` is how far the schedulers' clocks were spread: a scheduler whose clock
     is fast claims a safety-net tick, or hands out a cancellation run, that much early.
     No cancellation may come before its deadline, whatever the skew: the database's clock
     judges it (``orders.services.orders_cancel_unaccepted``).
     """
-    window_start, window_end = _window()
+    window_start, last_pass = _window()
+    window_end = window_end or last_pass
     jobs = [_cron_job_ticks(schedule, window_end) for schedule in Schedule.objects.filter(kind=JobKind.CRON)]
     report = SimulationReport(
         window_start=window_start,
@@ -209,7 +213,9 @@ def _cron_job_ticks(schedule: Schedule, window_end: datetime) -> JobTicks:
     expected = cron.ticks_between(schedule.cron, schedule.timezone, schedule.first_seen_at, window_end)
     runs = {
         run.scheduled_for: run
-        for run in JobRun.objects.filter(job_name=schedule.job_name, subject="", trigger=Trigger.CRON)
+        for run in JobRun.objects.filter(
+            job_name=schedule.job_name, subject="", trigger=Trigger.CRON, scheduled_for__lte=window_end
+        )
     }
     ticks.expected = len(expected)
     ticks.never_claimed = sum(1 for tick in expected if tick not in runs)

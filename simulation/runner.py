@@ -24,13 +24,14 @@ from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections
-from django.db.models import Min, QuerySet
+from django.db.models import Min, Q, QuerySet
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from scheduling.models import IN_FLIGHT_STATUSES, LIVE_STATUSES, JobRun, JobRunEvent, RunStatus
+from scheduling.models import DUE_STATUSES, IN_FLIGHT_STATUSES, LIVE_STATUSES, JobRun, JobRunEvent, RunStatus
 from simulation.provider_process import RunningSandbox
 from simulation.report import run_story
+from statements.models import Statement, StatementStatus
 from support.processes import Fleet, Process, SimulatedTime, wait_for
 from transfers.models import SEND_TRANSFERS_JOB, Transfer, TransferStatus
 
@@ -569,43 +570,76 @@ class Simulation:
             self._wait(lambda: _count_fresh(late) > 0, until=self.plan.end, real_limit=float("inf"))
 
     def _stop(self) -> tuple[bool, str]:
-        """Stop the schedulers and the traffic, let the workers finish what was claimed
-        (bounded), then stop them. Returns whether everything claimed finished, and if
-        not, why: how long the drain waited and which runs were left."""
+        """Stop the traffic at the end; let the servers settle (see ``_settle``); then stop
+        the schedulers, let the workers finish what was claimed (bounded), and stop them.
+        Returns whether everything claimed finished, and if not, why: how long the drain
+        waited and which runs were left."""
         self._advance_to(self.plan.end)  # restarts and resumes due by the end
         for process in self.fleet.named("worker-"):
             if process.alive() and "SIGSTOP" in process.signals:
                 process.send(signal.SIGCONT)
         self.ended = (self.clock.now(), time.time())
-        self.fleet.stop([*self.fleet.named("scheduler-"), *self.fleet.named("orders")])
+        self.fleet.stop(self.fleet.named("orders"))
+        settled = self._settle(self.ended[0])
+        self.fleet.stop(self.fleet.named("scheduler-"))
         began = time.monotonic()
-        drained = _drain(JobRun.objects.filter(status__in=LIVE_STATUSES))
+        drained = _drain(lambda: _count_fresh(JobRun.objects.filter(status__in=LIVE_STATUSES)), patience=DRAIN_SECONDS)
         waited = time.monotonic() - began
         unsettled = "" if drained else f"the drain gave up after {waited:.0f} real s: {_in_flight()}"
         self.fleet.stop(self.fleet.named("worker-"))
         self.say(f"stopped at {self.clock.now():%Y-%m-%d %H:%M:%S} (simulated)")
+        if not settled:
+            self.say(f"the window's runs and sends did not settle after its end: {_in_flight()}")
         if unsettled:
             self.say(unsettled)
         return drained, unsettled
 
+    def _settle(self, end: datetime) -> bool:
+        """After the end the servers go on as they would, schedulers and workers, with no
+        more traffic or faults, until every run claimed for a tick of the window has
+        finished and nothing it wrote waits to be sent (a transfer or statement due by
+        now): what a crash took (a task a killed cluster had taken comes back when
+        django-q2's lock on it expires) is then judged by its outcome, not cut off by the
+        end. The report still counts the window's ticks only. Waits for as long as that
+        keeps moving, and at least the broker's lock, so a lost task has time to come
+        back. Returns whether it settled."""
+        window = JobRun.objects.filter(scheduled_for__lte=end).filter(
+            Q(status__in=LIVE_STATUSES) | Q(status__in=DUE_STATUSES, due_at__lte=end)
+        )
 
-def _drain(live: QuerySet[JobRun]) -> bool:
-    """Wait for the claimed runs to finish for as long as they keep finishing: a loaded
-    machine works off its backlog slowly, not never. False once none finished for
-    DRAIN_SECONDS (no scheduler is left to claim more, so the count only falls), or
-    after DRAIN_LIMIT in all: the report is printed either way."""
-    left, began = _count_fresh(live), time.monotonic()
+        def left() -> int:
+            now = self.clock.now()
+            transfers = Transfer.objects.filter(status=TransferStatus.PENDING, next_attempt_at__lte=now)
+            statements = Statement.objects.filter(status=StatementStatus.PENDING, next_attempt_at__lte=now)
+            due = _count_fresh(transfers) + _count_fresh(statements)
+            return _count_fresh(window) + due
+
+        lock = float(self._q_timing()["Q_RETRY_SECONDS"]) + TASK_MARGIN
+        settled = _drain(left, patience=max(DRAIN_SECONDS, lock), tick=self._govern)
+        if settled and self.clock.now() > end:
+            self.say(f"settled at {self.clock.now():%Y-%m-%d %H:%M:%S}: the window's runs and sends finished")
+        return settled
+
+
+def _drain(left: Callable[[], int], *, patience: float, tick: Callable[[], None] | None = None) -> bool:
+    """Wait until ``left()`` is 0, for as long as it keeps falling: a loaded machine works
+    off its backlog slowly, not never. False once it did not fall for ``patience`` real
+    seconds, or after DRAIN_LIMIT in all: the report is printed either way. ``tick`` is
+    called on every look (the governor, while the clock still runs)."""
+    count, began = left(), time.monotonic()
     progress_at = began
-    while left:
+    while count:
         time.sleep(0.2)
-        now_left = _count_fresh(live)
-        if now_left < left:
+        if tick is not None:
+            tick()
+        now_left = left()
+        if now_left < count:
             progress_at = time.monotonic()
-        elif time.monotonic() - progress_at > DRAIN_SECONDS:
+        elif time.monotonic() - progress_at > patience:
             return False
         if time.monotonic() - began > DRAIN_LIMIT:
             return False
-        left = now_left
+        count = now_left
     return True
 
 

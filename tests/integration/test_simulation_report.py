@@ -103,6 +103,23 @@ def test_a_retry_due_after_the_window_is_explained_and_one_due_inside_it_is_not(
     assert report.problems == ["unfinished: every-10  @ 2027-03-01 12:20: failed"]
 
 
+def test_the_window_ends_where_the_simulation_said_not_at_the_settling_schedulers_last_pass(
+    window: list[datetime],
+) -> None:
+    """After the end the servers go on until the window's runs settle: their later ticks
+    are not the window's (counted, they would show more runs than ticks)."""
+    for tick in window:
+        _run(tick)
+    SchedulerNode.objects.update(last_pass_at=WINDOW_END + timedelta(minutes=30))
+    _run(WINDOW_END + timedelta(minutes=10))
+    _run(WINDOW_END + timedelta(minutes=20), RunStatus.RUNNING)
+    report = simulation_report(extra_problems=[], window_end=WINDOW_END)
+    assert report.ok, report.problems
+    assert (report.window_end, report.jobs[0].expected, report.jobs[0].succeeded) == (WINDOW_END, 6, 6)
+    unbounded = simulation_report(extra_problems=[])
+    assert (unbounded.jobs[0].expected, unbounded.jobs[0].succeeded) == (9, 7)
+
+
 def test_a_tick_charged_twice_is_a_duplicate(window: list[datetime]) -> None:
     runs = [_run(tick) for tick in window]
     for run in [*runs, runs[2]]:

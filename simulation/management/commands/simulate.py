@@ -184,7 +184,11 @@ class Command(TiffinCommand):
             outcome = simulation.run()
             skew = plan.skew if chaos is None else chaos.max_skew
             report = simulation_report(
-                extra_problems=_process_problems(outcome), clock_skew=skew, provider_url=sandbox.url, mail_dir=mail_dir
+                extra_problems=_process_problems(outcome),
+                clock_skew=skew,
+                provider_url=sandbox.url,
+                mail_dir=mail_dir,
+                window_end=outcome.ended_at,
             )
         if options["json"]:
             plan_json = _plan_json(plan, outcome, pooled=options["pooler"])
