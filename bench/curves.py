@@ -7,8 +7,8 @@ Then it reports, per size, the ratio to the reference and the time per unit, and
 the time per unit stayed flat from the smallest size to the largest; and it draws the
 curve (time against size, log axes, project and reference) into docs/bench/<name>.png.
 
-matplotlib draws the plots (pinned in requirements-dev.txt; the benchmarks import it
-only here, with the Agg backend, so nothing needs a display).
+The plot's scaffolding (log axes, grid, legend, the file) is ``bench.plotting``'s, shared
+with the lateness plot (bench/lateness.py).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import PYTHON, RESULTS, ROOT, Report, Row, child_env, fmt
+from bench.plotting import log_log_plot
 from support.processes import guarded_run
 
 PLOTS = ROOT / "docs" / "bench"
@@ -100,28 +101,11 @@ def curve_plot(
 ) -> Path:
     """Time against size on log axes, project and reference; written to docs/bench/<name>.png
     (a partial run's to bench/results/partial/)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    directory = RESULTS / "partial" if partial else PLOTS
-    directory.mkdir(parents=True, exist_ok=True)
-    figure, axes = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    path = (RESULTS / "partial" if partial else PLOTS) / f"{name}.png"
     sizes = [p.size for p in points]
-    axes.plot(sizes, [p.project for p in points], marker="o", label=labels[0])
-    axes.plot(sizes, [p.reference for p in points], marker="s", linestyle="--", label=labels[1])
-    axes.set_xscale("log")
-    axes.set_yscale("log")
-    axes.set_xlabel(xlabel)
-    axes.set_ylabel("seconds")
-    axes.set_title(title, fontsize=10)
-    axes.grid(True, which="both", alpha=0.3)
-    axes.legend()
-    figure.tight_layout()
-    path = directory / f"{name}.png"
-    figure.savefig(path, metadata={"Software": None})
-    plt.close(figure)
+    with log_log_plot(path, size=(6.4, 4.2), title=title, xlabel=xlabel, ylabel="seconds") as axes:
+        axes.plot(sizes, [p.project for p in points], marker="o", label=labels[0])
+        axes.plot(sizes, [p.reference for p in points], marker="s", linestyle="--", label=labels[1])
     return path
 
 

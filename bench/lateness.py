@@ -19,6 +19,7 @@ from typing import Any
 
 from bench.common import RESULTS, fmt
 from bench.curves import PLOTS
+from bench.plotting import log_log_plot
 
 PLOT = PLOTS / "cancellations_lateness.png"
 P99_GOAL_SECONDS = 1.0  # bench.cancellations.P99_GOAL_SECONDS, without importing it
@@ -67,35 +68,27 @@ def lateness_plot(directory: Path = RESULTS, out: Path = PLOT) -> Path | None:
     series = lateness_series(results_read(directory))
     if not series:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure, axes = plt.subplots(figsize=(7.4, 4.8), dpi=100)
-    markers = "osD^vP*X"
-    for n, s in enumerate(series):
-        (line,) = axes.plot(s.rates, s.p99, marker=markers[n % len(markers)], label=s.label, linewidth=1.2)
-        bounds = [n for n, bound in enumerate(s.bound) if bound]
-        if bounds:  # missed orders: an open marker at how long they had waited
-            axes.scatter([s.rates[n] for n in bounds], [s.p99[n] for n in bounds], s=90, facecolors="white",
-                         edgecolors=line.get_color(), zorder=3)  # fmt: skip
-    axes.axhline(P99_GOAL_SECONDS, color="grey", linestyle=":", linewidth=1, label="p99 goal, 1 s")
-    axes.set_xscale("log")
-    axes.set_yscale("log")
-    for axis in (axes.xaxis, axes.yaxis):  # 0.1, 0.2, 0.5, 1, 2, 5, 10 rather than 10^-1 ... 10^1
-        axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-        axis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}" if f"{value:.0e}"[0] in "25" else ""))
-    axes.set_xlabel("orders placed per second")
-    axes.set_ylabel("p99 lateness of the cancellations, s")
-    axes.set_title("Stale-order cancellation: p99 lateness against rate (open: orders missed)", fontsize=10)
-    axes.grid(True, which="both", alpha=0.3)
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(out, metadata={"Software": None})
-    plt.close(figure)
+    with log_log_plot(
+        out,
+        size=(7.4, 4.8),
+        title="Stale-order cancellation: p99 lateness against rate (open: orders missed)",
+        xlabel="orders placed per second",
+        ylabel="p99 lateness of the cancellations, s",
+        legend_size=8,
+    ) as axes:
+        markers = "osD^vP*X"
+        for n, s in enumerate(series):
+            (line,) = axes.plot(s.rates, s.p99, marker=markers[n % len(markers)], label=s.label, linewidth=1.2)
+            bounds = [n for n, bound in enumerate(s.bound) if bound]
+            if bounds:  # missed orders: an open marker at how long they had waited
+                axes.scatter([s.rates[n] for n in bounds], [s.p99[n] for n in bounds], s=90, facecolors="white",
+                             edgecolors=line.get_color(), zorder=3)  # fmt: skip
+        axes.axhline(P99_GOAL_SECONDS, color="grey", linestyle=":", linewidth=1, label="p99 goal, 1 s")
+        for axis in (axes.xaxis, axes.yaxis):  # 0.1, 0.2, 0.5, 1, 2, 5, 10 rather than 10^-1 ... 10^1
+            axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+            axis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}" if f"{value:.0e}"[0] in "25" else ""))
     return out
 
 

@@ -123,8 +123,9 @@ class SkipReasonFilter(admin.SimpleListFilter):
 
 class RunStatusFilter(admin.ChoicesFieldListFilter):
     """The status filter; for ``enqueued``, ``enqueued_at IS NOT NULL`` too (every enqueued
-    run has it), so the partial index job_run_enqueued_since serves the list: the in-flight
-    indexes serve only statements that test their key (scheduling.models)."""
+    run has it: the check job_run_enqueued_has_enqueued_at), so the partial index
+    job_run_enqueued_since serves the list: the in-flight indexes serve only statements
+    that test their key (scheduling.models)."""
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         filtered = super().queryset(request, queryset)

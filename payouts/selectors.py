@@ -18,7 +18,7 @@ from payouts import sql
 from payouts.models import PAYOUT_JOB, Payout
 from payouts.weeks import BusinessWeek, week_of, weeks_finished
 from scheduling.models import JobRun, RunStatus
-from tiffin.money import cents
+from tiffin.money import cents, money_text
 
 # See payout_weeks_recent and payout_weeks_due: a ledger at most this far behind is paid
 # from a list of the recent weeks, without reading where each one ends first.
@@ -515,7 +515,7 @@ class LedgerHoldings:
     def phrase(self) -> str:
         """``12 payouts (net 1,769.41 paid), 3 restaurants, 450 orders (400 delivered), 0 rate changes``."""
         return (
-            f"{self.payouts} payouts (net {self.paid_net:,.2f} paid), {self.restaurants} restaurants, "
+            f"{self.payouts} payouts (net {money_text(self.paid_net)} paid), {self.restaurants} restaurants, "
             f"{self.orders} orders ({self.delivered_orders} delivered), {self.rate_changes} rate changes"
         )
 

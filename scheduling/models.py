@@ -145,6 +145,13 @@ class JobRun(models.Model):
         ordering = ["-scheduled_for", "-id"]
         constraints = [
             models.UniqueConstraint(fields=["job_name", "subject", "scheduled_for"], name="job_run_claim_key"),
+            # A run waiting for a worker says since when: the stale-run requeue reads
+            # enqueued_at (job_run_enqueued_since), and a run without it would never get
+            # another task. Added NOT VALID, then validated, on PostgreSQL (migration 0017).
+            models.CheckConstraint(
+                condition=~Q(status=RunStatus.ENQUEUED) | Q(enqueued_at__isnull=False),
+                name="job_run_enqueued_has_enqueued_at",
+            ),
         ]
         indexes = [
             # Scheduler: due delayed runs and due retries,

@@ -63,6 +63,7 @@ from statements.models import (
     statement_message_id,
 )
 from statements.selectors import statements_waiting_with_recipient
+from tiffin.money import money_text
 
 logger = logging.getLogger(__name__)
 
@@ -197,20 +198,16 @@ def statement_body(*, payout: StatementPayout, restaurant: str, zone: str, messa
             "week": f"{payout.week_start_local:%d %B %Y}",
             "zone": zone,
             "order_count": f"{payout.order_count:,}",
-            "gross": _amount(payout.gross),
-            "commission": _amount(payout.commission),
+            "gross": money_text(payout.gross),
+            "commission": money_text(payout.commission),
             "rate": f"{payout.commission_rate * 100:.2f} %",
-            "net": _amount(payout.net),
+            "net": money_text(payout.net),
             "period_start": f"{payout.period_start:%Y-%m-%d %H:%M}",
             "period_end": f"{payout.period_end:%Y-%m-%d %H:%M}",
             "message_id": message_id,
         }
     )
     return text.strip() + "\n"
-
-
-def _amount(value: Decimal) -> str:
-    return f"{value:,.2f}"
 
 
 def statements_attach_recipients(*, now: datetime) -> int:

@@ -27,7 +27,8 @@ from tiffin.db import execute
 
 
 def _amount(column: str) -> str:
-    # Python's f"{value:,.2f}": thousands separators, two decimals; numeric(17, 2) has 15 digits before the point.
+    # tiffin.money.money_text in SQL: thousands separators, two decimals; numeric(17, 2) has
+    # 15 digits before the point.
     return f"to_char({column}, 'FM999,999,999,999,990.00')"
 
 

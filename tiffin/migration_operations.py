@@ -7,6 +7,11 @@ using it sets ``atomic = False`` (CONCURRENTLY cannot run in a transaction); if 
 fails it leaves an INVALID index, which ``DROP INDEX`` and a new run of the migration fix.
 ``RemoveIndexConcurrentlyOnPostgres`` is its counterpart for ``DROP INDEX``.
 
+``AddCheckConstraintNotValidOnPostgres`` adds a check without reading the rows already
+there; ``ValidateConstraintOnPostgres``, in a later step of a non-atomic migration (so the
+ADD's brief ACCESS EXCLUSIVE lock is released first), then reads them under a SHARE UPDATE
+EXCLUSIVE lock, which lets reads and writes go on while it scans.
+
 ``on_postgresql`` runs SQL (the ledger's triggers) on PostgreSQL only, as a RunPython
 function: SQLite has no PL/pgSQL, and its single writer and the services' checks stand in.
 """
@@ -89,3 +94,32 @@ class AddCheckConstraintNotValidOnPostgres(migrations.AddConstraint):
             schema_editor.add_constraint(model, self.constraint)
             return
         schema_editor.execute(f"{self.constraint.create_sql(model, schema_editor)} NOT VALID")
+
+
+class ValidateConstraintOnPostgres(migrations.operations.base.Operation):
+    """``ALTER TABLE ... VALIDATE CONSTRAINT`` on PostgreSQL: the rows already there are
+    checked, without blocking writers, and the constraint then counts as proven (the
+    planner may use it). Nothing elsewhere: SQLite's AddConstraint checked them when it
+    rebuilt the table. Changes no state; undone by nothing (an unvalidated constraint
+    still checks every new row)."""
+
+    reversible = True
+
+    def __init__(self, model_name: str, name: str) -> None:
+        self.model_name = model_name
+        self.name = name
+
+    def state_forwards(self, app_label: str, state: Any) -> None:
+        pass
+
+    def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        model = to_state.apps.get_model(app_label, self.model_name)
+        if self.allow_migrate_model(schema_editor.connection.alias, model) and _on_postgresql(schema_editor):
+            quote = schema_editor.quote_name
+            schema_editor.execute(f"ALTER TABLE {quote(model._meta.db_table)} VALIDATE CONSTRAINT {quote(self.name)}")
+
+    def database_backwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        pass
+
+    def describe(self) -> str:
+        return f"Validate constraint {self.name} on {self.model_name} (PostgreSQL)"

@@ -17,6 +17,13 @@ def cents(value: Decimal | None) -> Decimal:
     return (value or Decimal("0")).quantize(CENT, rounding=ROUND_HALF_EVEN)
 
 
+def money_text(amount: Decimal | str) -> str:
+    """An amount as people read it: thousands separators, two decimals (``12,345.67``).
+    Every command, page and statement that prints money for people prints it so; a
+    string is taken too, as a run's result holds its amounts."""
+    return f"{Decimal(amount):,.2f}"
+
+
 # ISO 4217 currencies whose minor unit is not the hundredth, as Stripe counts them
 # (docs.stripe.com/currencies): zero-decimal ones and three-decimal ones. Any other has two.
 _ZERO_DECIMAL = frozenset(

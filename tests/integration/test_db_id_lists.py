@@ -37,7 +37,7 @@ def test_id_in_selects_integer_ids_and_names(orders: list[Order]):
 def test_job_of_runs_names_the_job_or_none():
     run = JobRun.objects.create(
         job_name="orders.cancel_stale", scheduled_for=NOW, due_at=NOW, created_at=NOW, status="enqueued",
-        trigger="delayed",
+        trigger="delayed", enqueued_at=NOW,
     )  # fmt: skip
     assert job_of_runs([10**12, run.id]) == "orders.cancel_stale"
     assert job_of_runs([10**12]) is None

@@ -84,7 +84,8 @@ def test_a_session_in_another_zone_falls_back_to_djangos_reading():
 def test_models_read_back_what_they_stored():
     when = datetime(2026, 3, 29, 1, 0, 0, 1, tzinfo=UTC)
     run = JobRun.objects.create(
-        job_name="probe", scheduled_for=when, due_at=when, created_at=when, status="enqueued", trigger="delayed"
-    )
+        job_name="probe", scheduled_for=when, due_at=when, created_at=when, status="enqueued", trigger="delayed",
+        enqueued_at=when,
+    )  # fmt: skip
     stored = JobRun.objects.get(pk=run.pk)
     assert (stored.scheduled_for, stored.due_at) == (when, when) and stored.scheduled_for.tzinfo is UTC

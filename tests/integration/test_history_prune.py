@@ -91,6 +91,7 @@ def run(
         status=status,
         trigger=trigger,
         created_at=scheduled_for,
+        enqueued_at=None if status in (RunStatus.SCHEDULED, RunStatus.SKIPPED) else scheduled_for,
         finished_at=finished_at if final else None,
         skip_reason=SkipReason.OVERLAP if status == RunStatus.SKIPPED else "",
     )

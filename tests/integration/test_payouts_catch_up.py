@@ -114,6 +114,41 @@ def test_a_dry_run_prints_the_lines_the_real_run_then_prints(restaurants):
 
 
 @pytest.mark.django_db
+def test_a_dry_run_prints_amounts_with_thousands_separators_as_demo_summary_does(restaurants, order_factory):
+    order_factory(
+        OrderStatus.DELIVERED,
+        restaurant=restaurants[0],
+        total=Decimal("12345.67"),
+        placed_at=ONBOARDED + timedelta(hours=3),
+    )
+    dry, _ = catch_up("--as-of", AS_OF.isoformat(), "--dry-run")
+    dosa_week_one = next(line for line in dry.splitlines() if "Dosa Darbar" in line and "Asia/Kolkata" in line)
+    assert "gross    12,355.67  commission   1,853.35  net    10,502.32" in dosa_week_one, dosa_week_one
+    assert "  would pay 9 payouts (3 restaurants, 3 weeks): gross 12,378.67," in dry
+    waiting = next(line for line in dry.splitlines() if "Dosa Darbar" in line and "paid through" in line)
+    assert waiting.endswith("gross    12,355.67"), waiting
+
+
+@pytest.mark.django_db
+def test_a_dry_run_lists_the_waiting_orders_by_restaurant_name_then_id(restaurants, restaurant_factory, order_factory):
+    namesake = restaurant_factory(name="Chaat Corner", timezone="Asia/Kolkata", onboarded_at=ONBOARDED)
+    order_factory(OrderStatus.DELIVERED, restaurant=namesake, placed_at=ONBOARDED + timedelta(hours=2))
+    dry, _ = catch_up("--as-of", AS_OF.isoformat(), "--dry-run")
+    text = dry.split("delivered orders waiting for their payout: 4 restaurants\n", 1)[1].splitlines()[:4]
+    assert [line.split(" paid through")[0].strip() for line in text] == [
+        "Chaat Corner",
+        "Chaat Corner",
+        "Dosa Darbar",
+        "Tandoor Tales",
+    ]
+    assert text[0].endswith("gross        11.00") and text[1].endswith("gross        24.50"), text
+    out, _ = catch_up("--as-of", AS_OF.isoformat(), "--dry-run", "--json")
+    chaat, *_ = restaurants[1:]
+    ids = [row["restaurant"] for row in json.loads(out)["waiting"]]
+    assert ids == [chaat.pk, namesake.pk, restaurants[0].pk, restaurants[2].pk]
+
+
+@pytest.mark.django_db
 def test_counts_of_one_are_singular(restaurants):
     first = restaurants[0]
     one_week = (ONBOARDED + timedelta(days=7, hours=1)).isoformat()

@@ -42,7 +42,7 @@ def simulated():
             times = {"scheduled_for": tick, "due_at": tick, "created_at": tick, "finished_at": tick}
             JobRun.objects.create(job_name=job.name, status=RunStatus.SUCCEEDED, trigger=Trigger.CRON, **times)
     JobRun.objects.filter(job_name=PROBE_JOBS[1], scheduled_for=SIMULATED_END - timedelta(minutes=5)).update(
-        status=RunStatus.ENQUEUED
+        status=RunStatus.ENQUEUED, enqueued_at=SIMULATED_END - timedelta(minutes=5)
     )
     SchedulerNode.objects.create(name="sim:1", started_at=T0, last_pass_at=SIMULATED_END)
     # An alert the simulated check raised, about a tick of a probe job.

@@ -36,7 +36,7 @@ EPOCH = 2**40
 START_ONE = (
     "import json; from datetime import datetime; from scheduling import sql; from scheduling.models import JobRun\n"
     "run = JobRun.objects.order_by('id').first()\n"
-    "JobRun.objects.filter(id=run.id).update(status='enqueued')\n"
+    "JobRun.objects.filter(id=run.id).update(status='enqueued', enqueued_at=datetime.fromisoformat({now!r}))\n"
     "[started] = sql.start_runs(run_ids=[run.id], fence=sql.next_fence(), now=datetime.fromisoformat({now!r}), "
     "worker='scenario')\n"
     "print(json.dumps({{'id': started.id, 'fence': started.fence}}))"
@@ -44,7 +44,7 @@ START_ONE = (
 # The worker's retry of an abandoned run, reduced to its two writes: back to enqueued, started anew.
 START_AGAIN = (
     "import json; from datetime import datetime; from scheduling import sql; from scheduling.models import JobRun\n"
-    "JobRun.objects.filter(id={run_id}).update(status='enqueued')\n"
+    "JobRun.objects.filter(id={run_id}).update(status='enqueued', enqueued_at=datetime.fromisoformat({now!r}))\n"
     "[started] = sql.start_runs(run_ids=[{run_id}], fence=sql.next_fence(), now=datetime.fromisoformat({now!r}), "
     "worker='scenario')\n"
     "print(json.dumps({{'id': started.id, 'fence': started.fence}}))"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import date, datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -18,6 +17,7 @@ from scheduling.models import JobRun
 from scheduling.selectors import job_last_run
 from tiffin import clock
 from tiffin.cli import TiffinCommand
+from tiffin.money import money_text
 
 # The jobs whose latest run the summary shows, and the local weeks of the payout table.
 JOBS = ("weekly-payouts", "clean-carts", "cancel-stale-orders")
@@ -52,25 +52,19 @@ def render_text(summary: DemoSummary) -> list[str]:
         f"Restaurants: {sum(summary.restaurants_by_zone.values())} ({zones})",
         f"Orders: {sum(summary.orders_by_status.values())}",
         *(f"  {status:<{width}}  {n:>8}" for status, n in summary.orders_by_status.items()),
-        f"Delivered gross: {_money(summary.delivered_gross)}",
+        f"Delivered gross: {money_text(summary.delivered_gross)}",
         f"Carts: {summary.carts.fresh + summary.carts.stale} ({summary.carts.fresh} fresh, "
         f"{summary.carts.stale} untouched for over {summary.stale_after.days} days)",
     ]
     payouts = summary.payouts
     if payouts.count:
         lines.append(
-            f"Payouts: {payouts.count} (gross {_money(payouts.gross)}, commission {_money(payouts.commission)}, "
-            f"net {_money(payouts.net)})"
+            f"Payouts: {payouts.count} (gross {money_text(payouts.gross)}, "
+            f"commission {money_text(payouts.commission)}, net {money_text(payouts.net)})"
         )
     else:
         lines.append("Payouts: none yet")
     return lines
-
-
-def _money(amount: Decimal | str) -> str:
-    """An amount with thousands separators, as the payout table prints it (a run's result
-    holds its amounts as strings)."""
-    return f"{Decimal(amount):,.2f}"
 
 
 def render_jobs(runs: dict[str, JobRun | None], cancellations: dict[str, int]) -> list[str]:
@@ -103,7 +97,8 @@ def _describe(name: str, result: dict[str, Any]) -> str:
         what = f"{written} payouts" if of_run == written else f"{of_run} payouts ({written} by its last attempt)"
         return (
             f"{what} written for {result['restaurants']} restaurants "
-            f"(gross {_money(result['gross'])}, commission {_money(result['commission'])}, net {_money(result['net'])})"
+            f"(gross {money_text(result['gross'])}, commission {money_text(result['commission'])}, "
+            f"net {money_text(result['net'])})"
         )
     if name == "clean-carts":
         return (
@@ -128,8 +123,8 @@ def render_weeks(weeks: list[WeekRow], *, now: datetime) -> list[str]:
     table: dict[tuple[str, str, int], dict[date, str]] = {}
     onboarded: dict[int, datetime] = {}
     for row in weeks:
-        table.setdefault((row.timezone, row.restaurant, row.restaurant_id), {})[row.week_start_local] = (
-            f"{row.net:,.2f}"
+        table.setdefault((row.timezone, row.restaurant, row.restaurant_id), {})[row.week_start_local] = money_text(
+            row.net
         )
         onboarded[row.restaurant_id] = row.onboarded_at
     lines = [

@@ -46,6 +46,7 @@ from scheduling.selectors import RunState
 from scheduling.services import RunCannotStartError, SchedulingError
 from tiffin import clock
 from tiffin.cli import JsonCommand, counted, parse_instant
+from tiffin.money import money_text
 
 # The progress display appears only once a catch-up has taken this long.
 PROGRESS_AFTER_SECONDS = 0.5
@@ -134,7 +135,7 @@ class Command(JsonCommand):
         text += [
             f"    {named[w.restaurant_id].name[:28]:<28} paid through "
             f"{w.paid_through.isoformat() if w.paid_through else 'never paid':<25}  "
-            f"{_orders(w.order_count)}  gross {w.gross:>12}"
+            f"{_orders(w.order_count)}  gross {money_text(w.gross):>12}"
             for w in waiting
         ]
         text.append("nothing written (dry run)")
@@ -226,14 +227,15 @@ def _payout_lines(lines: list[_PayoutLine], *, paid: str) -> list[str]:
             text.append(f"  week of {week.isoformat()} (local Monday)")
         text.append(
             f"    {line.restaurant.name[:28]:<28} {line.restaurant.timezone:<20} {_orders(line.order_count)}  "
-            f"gross {line.gross:>12}  commission {line.commission:>10}  net {line.net:>12}"
+            f"gross {money_text(line.gross):>12}  commission {money_text(line.commission):>10}  "
+            f"net {money_text(line.net):>12}"
         )
     weeks = counted(len({line.week_start_local for line in lines}), "week")
     restaurants = counted(len({line.restaurant.pk for line in lines}), "restaurant")
     gross, commission, net = (sum((getattr(line, money) for line in lines), Decimal("0.00")) for money in MONEY)
     text.append(
-        f"  {paid} {counted(len(lines), 'payout')} ({restaurants}, {weeks}): gross {gross}, "
-        f"commission {commission}, net {net}"
+        f"  {paid} {counted(len(lines), 'payout')} ({restaurants}, {weeks}): gross {money_text(gross)}, "
+        f"commission {money_text(commission)}, net {money_text(net)}"
     )
     return text
 
