@@ -488,7 +488,7 @@ def step_figures(result: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
     return {
         "target": s["target"], "rate": s["rate"], "p50": number(s["p50"]), "p99": number(s["p99"]),
         "max": number(s["max"]), "bound": not isinstance(s["p99"], float), "missed": s["missed"],
-        "wrong": s["wrong"], "held": s["held"],
+        "wrong": s["wrong"], "held": s["held"], "seconds": result["seconds"],
     }  # fmt: skip
 
 
@@ -500,9 +500,11 @@ def share_row(measure: str, mine: float, other: float | None, goal_of: str) -> R
     return Row(measure, "/s", mine, other, "higher", f">= {SHARE_GOAL:g} x {goal_of}", mine >= SHARE_GOAL * other)
 
 
-def direct_ceiling(path: Path | None = None) -> tuple[float | None, str]:
+def direct_ceiling(step_seconds: float, path: Path | None = None) -> tuple[float | None, str]:
     """The direct ceiling of the last full run (bench/results/cancellations.json) and when
-    it ran; (None, why) when there is none to compare with."""
+    it ran; (None, why) when there is none to compare with: none recorded, or one of
+    other step lengths (a 10 s step places before the first deadline, so its ceiling is
+    not a 30 s step's)."""
     path = path or RESULTS / f"{NAME}.json"
     if not path.exists():
         return None, f"no {path.name} in bench/results/"
@@ -510,7 +512,11 @@ def direct_ceiling(path: Path | None = None) -> tuple[float | None, str]:
     figure = result.get("data", {}).get("ceiling")
     if figure is None:
         return None, f"{path.name} (run {result['started_at']}) predates its ceiling's record"
-    return float(figure), f"the direct run of {result['started_at']}"
+    steps = {s["seconds"] for side in result["data"].get("steps", {}).values() for s in side if "seconds" in s}
+    if steps != {step_seconds}:
+        lengths = ", ".join(f"{s:g} s" for s in sorted(steps)) or "unrecorded"
+        return None, f"the direct run of {result['started_at']} had steps of {lengths}, this one {step_seconds:g} s"
+    return float(figure), f"the direct run of {result['started_at']} ({step_seconds:g} s steps)"
 
 
 def steps_table(results: dict[str, list[dict[str, Any]]], labels: dict[str, str] = SIDE_LABELS) -> str:
@@ -554,7 +560,7 @@ def report(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -
     if "raw" in steps:
         rep.add(share_row("ceiling against the raw pipeline's", mine, raw, "raw"))
     if args.pgbouncer:
-        direct, source = direct_ceiling()
+        direct, source = direct_ceiling(args.step_seconds)
         rep.add(share_row("ceiling behind PgBouncer against direct", mine, direct, "direct"))
         rep.note(f"direct ceiling from {source}")
     rep.data = {"ceiling": mine, "steps": {mode: [step_figures(r, summary(r)) for r in runs]
