@@ -29,6 +29,7 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from scheduling.models import DUE_STATUSES, IN_FLIGHT_STATUSES, LIVE_STATUSES, JobRun, JobRunEvent, RunStatus
+from scheduling.selectors import scheduler_last_pass_at
 from simulation.provider_process import RunningSandbox
 from simulation.report import run_story
 from statements.models import Statement, StatementStatus
@@ -580,7 +581,7 @@ class Simulation:
                 process.send(signal.SIGCONT)
         self.ended = (self.clock.now(), time.time())
         self.fleet.stop(self.fleet.named("orders"))
-        settled = self._settle(self.ended[0])
+        settled = self._settle(self.plan.end)
         self.fleet.stop(self.fleet.named("scheduler-"))
         began = time.monotonic()
         drained = _drain(lambda: _count_fresh(JobRun.objects.filter(status__in=LIVE_STATUSES)), patience=DRAIN_SECONDS)
@@ -596,23 +597,26 @@ class Simulation:
 
     def _settle(self, end: datetime) -> bool:
         """After the end the servers go on as they would, schedulers and workers, with no
-        more traffic or faults, until every run claimed for a tick of the window has
-        finished and nothing it wrote waits to be sent (a transfer or statement due by
-        now): what a crash took (a task a killed cluster had taken comes back when
-        django-q2's lock on it expires) is then judged by its outcome, not cut off by the
-        end. The report still counts the window's ticks only. Waits for as long as that
-        keeps moving, and at least the broker's lock, so a lost task has time to come
-        back. Returns whether it settled."""
+        more traffic or faults, until a scheduler pass has looked at the end (so the
+        window's last ticks are claimed), every run of a tick of the window has finished,
+        and nothing it wrote waits to be sent (a transfer or statement due by now). What a
+        crash took (a task a killed cluster had taken comes back when django-q2's lock on
+        it expires) is then judged by its outcome, not cut off by the end. The report
+        still counts the window's ticks only. Waits for as long as that keeps moving, and
+        at least the broker's lock, so a lost task has time to come back. Returns whether
+        it settled."""
         window = JobRun.objects.filter(scheduled_for__lte=end).filter(
             Q(status__in=LIVE_STATUSES) | Q(status__in=DUE_STATUSES, due_at__lte=end)
         )
 
         def left() -> int:
+            close_old_connections()
+            passed = scheduler_last_pass_at()  # a pass at or after the end claimed every tick of the window
             now = self.clock.now()
             transfers = Transfer.objects.filter(status=TransferStatus.PENDING, next_attempt_at__lte=now)
             statements = Statement.objects.filter(status=StatementStatus.PENDING, next_attempt_at__lte=now)
             due = _count_fresh(transfers) + _count_fresh(statements)
-            return _count_fresh(window) + due
+            return _count_fresh(window) + due + (passed is None or passed < end)
 
         lock = float(self._q_timing()["Q_RETRY_SECONDS"]) + TASK_MARGIN
         settled = _drain(left, patience=max(DRAIN_SECONDS, lock), tick=self._govern)

@@ -188,7 +188,7 @@ class Command(TiffinCommand):
                 clock_skew=skew,
                 provider_url=sandbox.url,
                 mail_dir=mail_dir,
-                window_end=outcome.ended_at,
+                window_end=min(outcome.ended_at or plan.end, plan.end),  # the servers went on after it to settle
             )
         if options["json"]:
             plan_json = _plan_json(plan, outcome, pooled=options["pooler"])
