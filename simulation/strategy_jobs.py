@@ -17,7 +17,7 @@ from django.db import transaction
 from scheduling.context import RunContext, RunLostError
 from scheduling.execution import worker_name
 from scheduling.fencing import StaleFenceError
-from scheduling.models import Fence
+from scheduling.models import Fence, JobRun
 from scheduling.registry import job
 from simulation.models import StrategyRun
 from simulation.strategies import LEASE_SECONDS, PROBE_CRON, PROBE_JOB, Strategy, execution_charge, execution_start
@@ -34,12 +34,15 @@ def strategy_probe(ctx: RunContext) -> dict[str, int]:
     # twice: the fence alone refuses a stale attempt, not a retry of an attempt that died
     # after its charge committed and before its success was recorded (a server killed in
     # that instant). The run's fence row, written in the charge's own transaction, says
-    # that an earlier attempt charged. Keyed by the run, not the tick: two runs of one
-    # tick would still show as two charges.
+    # that an earlier attempt charged; every attempt of the run first locks the run's row,
+    # so two attempts at the charge at once take turns and the second reads what the
+    # first committed (no check-then-act race). Keyed by the run, not the tick: two runs
+    # of one tick would still show as two charges.
     resource = f"{PROBE_JOB}:run:{ctx.run_id}"
     try:
         work(tick=ctx.scheduled_for, heartbeat=ctx.heartbeat)
         with transaction.atomic():
+            list(JobRun.objects.select_for_update().filter(id=ctx.run_id).values_list("id", flat=True))
             charged_before = Fence.objects.filter(resource=resource).exists()
             ctx.fence_check(resource)
             if charged_before:
