@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import heapq
 import importlib
+import re
 import signal
 import time
 from collections import Counter
@@ -70,6 +71,13 @@ BOOT_TRIES = 3
 DRAIN_SECONDS = 60.0
 # What each kind of process logs once it is ready for the first tick.
 READY_MARKERS = {"worker-": "] running.", "scheduler-": " started", "cron-": "cron line ready"}
+
+
+def cron_line_fires_from(log: str) -> datetime | None:
+    """The instant a cron line said it fires from (``strategy_cron``'s ready line), or None
+    before it said so."""
+    said = re.search(re.escape(READY_MARKERS["cron-"]) + r", firing from (\S+)", log)
+    return datetime.fromisoformat(said[1]) if said else None
 
 
 class BootTooSlowError(Exception):
@@ -280,9 +288,18 @@ class StrategyDeployment:
             self.fleet.start(f"cron-{number}", [*command, *window], env=env, may_finish=True)
 
     def _wait_ready(self) -> None:
+        first_tick = window_ticks(self.plan)[0]
+
         def ready(process: Process) -> bool:
             marker = next(text for prefix, text in READY_MARKERS.items() if process.name.startswith(prefix))
-            return marker in process.log_tail(lines=200)
+            log = process.log_tail(lines=200)
+            if not process.name.startswith("cron-"):
+                return marker in log
+            # A cron line fires from the later of the start and its own boot: one that read
+            # its clock after the first tick would never fire it, however soon it said so
+            # (the wait below may see the line just after the clock reached the start).
+            since = cron_line_fires_from(log)
+            return since is not None and since <= first_tick
 
         left = self.clock.real_time_at(self.plan.start) - time.time()
         try:

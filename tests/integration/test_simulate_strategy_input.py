@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from simulation.models import StrategyRun
+from simulation.strategy_runner import cron_line_fires_from
 
 START = "2027-03-07T20:00:00Z"
 
@@ -39,3 +40,41 @@ def test_bad_strategy_options_are_refused_and_nothing_is_reset(arguments, messag
     with pytest.raises(CommandError, match=message):
         call_command("simulate", "--start", START, "--reset", *arguments, stdout=StringIO(), stderr=StringIO())
     assert list(StrategyRun.objects.all()) == [kept]
+
+
+@pytest.mark.django_db
+def test_a_cron_line_says_which_instant_it_fires_from_and_that_is_never_before_its_boot():
+    # simulate reads it back (cron_line_fires_from): a line that booted after the window's
+    # start would never fire the ticks before its boot, so its boot counts as too slow.
+    before = datetime.now(UTC)
+    late, on_time = StringIO(), StringIO()
+    # With --until at the instant it fires from, each line has nothing to fire and exits.
+    call_command(
+        "strategy_cron",
+        "--strategy",
+        "every-server",
+        "--server",
+        "s-1",
+        "--since",
+        START,
+        "--until",
+        START,
+        stdout=late,
+    )
+    booted_after = cron_line_fires_from(late.getvalue())
+    assert booted_after is not None and booted_after >= before
+    future = "2099-01-04T10:00:00+00:00"
+    call_command(
+        "strategy_cron",
+        "--strategy",
+        "every-server",
+        "--server",
+        "s-2",
+        "--since",
+        future,
+        "--until",
+        future,
+        stdout=on_time,
+    )
+    assert cron_line_fires_from(on_time.getvalue()) == datetime.fromisoformat(future)
+    assert cron_line_fires_from("s-3: every-server: starting") is None

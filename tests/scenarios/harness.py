@@ -47,6 +47,9 @@ STALL_SECONDS = 30.0
 # Booting Django and django-q2 on a loaded machine is one long step with nothing to read
 # in the database before its end: it gets twice a step's patience.
 BOOT_STALL_SECONDS = 2 * STALL_SECONDS
+# More events than one run records in a scenario: what ``Scenario.wait_run_reaches``
+# counts down from.
+_STEPS_BOUND = 10_000
 
 
 def manage_run(env: Mapping[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -269,6 +272,20 @@ class Scenario:
         wait_for(seen, timeout=timeout, interval=0.02, what=f"a {status} run of {job_name}")
         return found[0]
 
+    def wait_run_reaches(self, run_id: int, status: str, *, stall: float = STALL_SECONDS) -> None:
+        """Wait until run ``run_id`` is in ``status``, for as long as it keeps moving: each
+        event it records (abandoned, enqueued, started, rejected...) is a step; TimeoutError
+        after ``stall`` seconds without one. A lease running out is one such step."""
+        status_now = "SELECT status FROM job_runs WHERE id = %s"
+        events = "SELECT count(*) FROM job_run_events WHERE run_id = %s"
+
+        def left() -> int:  # 0 once there; before that, one less for every step taken
+            if self.db.scalar(status_now, [run_id]) == status:
+                return 0
+            return max(_STEPS_BOUND - int(self.db.scalar(events, [run_id])), 1)
+
+        wait_while_progressing(left, stall=stall, interval=0.05, what=f"run {run_id} reaching {status}")
+
     @contextmanager
     def payout_run_pinned(self, lock: str, *, start: datetime, speed: float) -> Iterator[PinnedRun]:
         """The preamble of the fault scenarios: seed 30 restaurants with six weeks of orders
@@ -283,8 +300,9 @@ class Scenario:
             self.start_schedulers(clock, 2)
             # The payout run's statement, not one of the every-minute senders' (they read the
             # restaurants too, and may be the first to queue behind the lock).
-            backend = self.db.wait_blocked_by(holder, timeout=30, statement_mentions="payouts_payout")
-            run_id = self.wait_for_run("weekly-payouts", "running", timeout=30, attempt=1)
+            # Booting is one long step with nothing in the database to follow before its end.
+            backend = self.db.wait_blocked_by(holder, timeout=BOOT_STALL_SECONDS, statement_mentions="payouts_payout")
+            run_id = self.wait_for_run("weekly-payouts", "running", timeout=STALL_SECONDS, attempt=1)
             fence = self.db.scalar("SELECT fence FROM job_runs WHERE id = %s", [run_id])
             yield PinnedRun(run_id=run_id, fence=fence, backend=backend)
 
