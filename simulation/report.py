@@ -179,7 +179,7 @@ def simulation_report(
     judges it (``orders.services.orders_cancel_unaccepted``).
     """
     window_start, last_pass = _window()
-    window_end = window_end or last_pass
+    window_end = min(window_end, last_pass) if window_end else last_pass
     jobs = [_cron_job_ticks(schedule, window_end) for schedule in Schedule.objects.filter(kind=JobKind.CRON)]
     report = SimulationReport(
         window_start=window_start,
@@ -188,13 +188,16 @@ def simulation_report(
         delayed=_delayed_runs(window_end),
         duplicate_claims=_duplicate_claims(),
         duplicate_charges=_duplicate_charges(),
-        charged_ticks=ProbeCharge.objects.values("job_name", "scheduled_for").distinct().count(),
+        charged_ticks=ProbeCharge.objects.filter(scheduled_for__lte=window_end)
+        .values("job_name", "scheduled_for")
+        .distinct()
+        .count(),
         payouts=_payouts_check(),
         orders=_orders_check(window_end, clock_skew=timedelta(seconds=clock_skew)),
-        lateness=_lateness(),
+        lateness=_lateness(window_end),
         recovery=_recovery(),
-        transfers=_transfers_check(provider_url) if provider_url else TransferCheck(),
-        statements=_statements_check(mail_dir) if mail_dir is not None else StatementCheck(),
+        transfers=_transfers_check(provider_url, window_end) if provider_url else TransferCheck(),
+        statements=_statements_check(mail_dir, window_end) if mail_dir is not None else StatementCheck(),
     )
     report.problems = [*extra_problems, *_problems(report)]
     return report
@@ -308,13 +311,23 @@ def provider_client_for(provider_url: str) -> stripe.StripeClient:
     )
 
 
-def _transfers_check(provider_url: str) -> TransferCheck:
-    """Every paid week (a payout with a positive net) against the provider's transfers,
-    listed through its API with the official library, as reconciliation lists them."""
+def _transfers_check(provider_url: str, window_end: datetime) -> TransferCheck:
+    """Every paid week (a payout with a positive net) written in the window against the
+    provider's transfers, listed through its API with the official library, as
+    reconciliation lists them. A payout written after the window (a tick the servers
+    reached while they settled) is not the window's: its transfer, if sent, is neither
+    missing nor unknown."""
+    later = {
+        transfer_identity(restaurant_id=restaurant_id, period_start=period_start)
+        for restaurant_id, period_start in Payout.objects.filter(created_at__gt=window_end).values_list(
+            "restaurant_id", "period_start"
+        )
+    }
     client = provider_client_for(provider_url)
     held: dict[str, list[provider.ProviderTransfer]] = defaultdict(list)
     for item in provider.transfers_all(client=client):
-        held[item.transfer_group].append(item)
+        if item.transfer_group not in later:
+            held[item.transfer_group].append(item)
     check = TransferCheck(checked=True, held=sum(len(items) for items in held.values()))
     currency = settings.PAYMENT_CURRENCY
     scale = Decimal(10) ** minor_unit_exponent(currency)
@@ -329,7 +342,7 @@ def _transfers_check(provider_url: str) -> TransferCheck:
         return money.setdefault(restaurant_id, RestaurantMoney(restaurant_id, name, 0, Decimal(0), 0, Decimal(0)))
 
     weeks = set()
-    for restaurant_id, period_start, net in Payout.objects.filter(net__gt=0).values_list(
+    for restaurant_id, period_start, net in Payout.objects.filter(net__gt=0, created_at__lte=window_end).values_list(
         "restaurant_id", "period_start", "net"
     ):
         group = transfer_identity(restaurant_id=restaurant_id, period_start=period_start)
@@ -372,15 +385,16 @@ def _restaurant_of(item: provider.ProviderTransfer) -> int | None:
 _MESSAGE_ID = re.compile(r"^Message-ID: (<[^>]+>)\s*$", re.MULTILINE)
 
 
-def _statements_check(mail_dir: Path) -> StatementCheck:
-    """Every statement found among the messages written to ``mail_dir`` (the receiving
-    side of the run's mail backend), by its Message-ID."""
+def _statements_check(mail_dir: Path, window_end: datetime) -> StatementCheck:
+    """Every statement of a payout written in the window found among the messages written
+    to ``mail_dir`` (the receiving side of the run's mail backend), by its Message-ID."""
     found = Counter(
         message_id for path in sorted(mail_dir.glob("*")) for message_id in _MESSAGE_ID.findall(path.read_text())
     )
     check = StatementCheck(checked=True)
-    check.payouts_without = Payout.objects.filter(statement__isnull=True).count()
-    for message_id, status in Statement.objects.order_by("id").values_list("message_id", "status"):
+    check.payouts_without = Payout.objects.filter(statement__isnull=True, created_at__lte=window_end).count()
+    window = Statement.objects.filter(payout__created_at__lte=window_end)
+    for message_id, status in window.order_by("id").values_list("message_id", "status"):
         check.statements += 1
         copies = found.get(message_id, 0)
         if copies:
@@ -442,10 +456,10 @@ def _orders_explained_waiting(window_end: datetime, *, clock_skew: timedelta) ->
     return waiting
 
 
-def _lateness() -> dict[str, float]:
-    """Start minus tick of cron runs, in simulated seconds (first start of each run)."""
+def _lateness(window_end: datetime) -> dict[str, float]:
+    """Start minus tick of the window's cron runs, in simulated seconds (first start of each run)."""
     firsts = (
-        JobRunEvent.objects.filter(kind="started", run__trigger=Trigger.CRON)
+        JobRunEvent.objects.filter(kind="started", run__trigger=Trigger.CRON, run__scheduled_for__lte=window_end)
         .values("run_id", "run__scheduled_for")
         .annotate(first=Min("at"))
     )

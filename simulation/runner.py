@@ -573,8 +573,8 @@ class Simulation:
     def _stop(self) -> tuple[bool, str]:
         """Stop the traffic at the end; let the servers settle (see ``_settle``); then stop
         the schedulers, let the workers finish what was claimed (bounded), and stop them.
-        Returns whether everything claimed finished, and if not, why: how long the drain
-        waited and which runs were left."""
+        Returns whether it settled and everything claimed finished, and if not, why: which
+        runs were left, and how long the drain waited."""
         self._advance_to(self.plan.end)  # restarts and resumes due by the end
         for process in self.fleet.named("worker-"):
             if process.alive() and "SIGSTOP" in process.signals:
@@ -582,18 +582,19 @@ class Simulation:
         self.ended = (self.clock.now(), time.time())
         self.fleet.stop(self.fleet.named("orders"))
         settled = self._settle(self.plan.end)
+        settled_left = "" if settled else _in_flight()
         self.fleet.stop(self.fleet.named("scheduler-"))
         began = time.monotonic()
         drained = _drain(lambda: _count_fresh(JobRun.objects.filter(status__in=LIVE_STATUSES)), patience=DRAIN_SECONDS)
         waited = time.monotonic() - began
-        unsettled = "" if drained else f"the drain gave up after {waited:.0f} real s: {_in_flight()}"
+        problems = [] if settled else [f"the window's runs and sends did not settle after its end: {settled_left}"]
+        problems += [] if drained else [f"the drain gave up after {waited:.0f} real s: {_in_flight()}"]
+        unsettled = "; ".join(problems)
         self.fleet.stop(self.fleet.named("worker-"))
         self.say(f"stopped at {self.clock.now():%Y-%m-%d %H:%M:%S} (simulated)")
-        if not settled:
-            self.say(f"the window's runs and sends did not settle after its end: {_in_flight()}")
         if unsettled:
             self.say(unsettled)
-        return drained, unsettled
+        return drained and settled, unsettled
 
     def _settle(self, end: datetime) -> bool:
         """After the end the servers go on as they would, schedulers and workers, with no
@@ -619,10 +620,17 @@ class Simulation:
             return _count_fresh(window) + due + (passed is None or passed < end)
 
         lock = float(self._q_timing()["Q_RETRY_SECONDS"]) + TASK_MARGIN
-        settled = _drain(left, patience=max(DRAIN_SECONDS, lock), tick=self._govern)
+        settled = _drain(left, patience=max(DRAIN_SECONDS, lock), tick=self._settle_tick)
         if settled and self.clock.now() > end:
             self.say(f"settled at {self.clock.now():%Y-%m-%d %H:%M:%S}: the window's runs and sends finished")
         return settled
+
+    def _settle_tick(self) -> None:
+        """The settle's look: the governor, and the restarts and resumes falling due."""
+        self._govern()
+        while self.pending and self.pending[0][0] <= self.clock.now():
+            _, _, action = heapq.heappop(self.pending)
+            action()
 
 
 def _drain(left: Callable[[], int], *, patience: float, tick: Callable[[], None] | None = None) -> bool:
