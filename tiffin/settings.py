@@ -380,6 +380,11 @@ METRICS_WORKER_HOST = env_str("METRICS_WORKER_HOST", "127.0.0.1")
 # workers squared), plus one its pusher holds; a taken task is handed out again once
 # `retry` real seconds pass without its acknowledgement, so retry must outlast its wait
 # behind those as well as its own run (simulate sets both from the clock's speed).
+# save_limit: django-q2 keeps that many successful tasks (0: all, never pruned; -1: none),
+# and to prune it reads and row-locks every one it keeps, unpickling each, on every task
+# it saves. At 1,000 that cost a delayed-run batch of 200 cancellations about 0.04 s of
+# the worker's CPU per 1,000 orders and tripled their lateness (bench/worker_cost.py,
+# docs/benchmark-methods.md); every run's outcome is in job_runs and its events anyway.
 _Q_WORKERS = env_int("Q_WORKERS", 2, minimum=1)
 Q_CLUSTER = {
     "name": "tiffin",
@@ -390,7 +395,7 @@ Q_CLUSTER = {
     "retry": env_int("Q_RETRY_SECONDS", 1860, minimum=2),
     "max_attempts": 1,
     "ack_failures": True,
-    "save_limit": env_int("Q_SAVE_LIMIT", 1000, minimum=0),
+    "save_limit": env_int("Q_SAVE_LIMIT", 100, minimum=-1),
     "poll": env_float("Q_POLL_SECONDS", 0.1, minimum=0.01),
     "scheduler": False,
     "catch_up": False,
