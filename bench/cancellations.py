@@ -627,8 +627,8 @@ def arguments(parser: argparse.ArgumentParser, argv: list[str] | None = None) ->
 
 def partial_run(args: argparse.Namespace) -> bool:
     """Whether this is a development run rather than one of ``make bench``'s: every side
-    at the default rates, in 30 s steps with one worker, in 10 s steps (``--quick``) for the
-    two-worker and PgBouncer variants (``bench.common.official_run``)."""
+    at the default rates, in 30 s steps with one worker and behind PgBouncer, in 10 s steps
+    (``--quick``) for the two-worker variant (``bench.common.official_run``)."""
     return not official_run("cancellations", args, lambda argv: arguments(argument_parser(), argv))
 
 

@@ -28,7 +28,7 @@ SYSTEMS = (
     ("cancellations", "project", "Tiffin"),
     ("cancellations", "raw", "raw SQL pipeline"),
     ("cancellations_workers2", "project", "Tiffin, two workers (10 s steps)"),
-    ("cancellations_pgbouncer", "project", "Tiffin behind PgBouncer (10 s steps)"),
+    ("cancellations_pgbouncer", "project", "Tiffin behind PgBouncer"),
     ("cancellations", "reference", "django-q2 ONCE schedules"),
     ("cancellations_peers", "project", "Tiffin, beside the peers"),
     ("cancellations_peers", "procrastinate", "procrastinate"),
