@@ -8,9 +8,12 @@ fails it leaves an INVALID index, which ``DROP INDEX`` and a new run of the migr
 ``RemoveIndexConcurrentlyOnPostgres`` is its counterpart for ``DROP INDEX``.
 
 ``AddCheckConstraintNotValidOnPostgres`` adds a check without reading the rows already
-there; ``ValidateConstraintOnPostgres``, in a later step of a non-atomic migration (so the
-ADD's brief ACCESS EXCLUSIVE lock is released first), then reads them under a SHARE UPDATE
-EXCLUSIVE lock, which lets reads and writes go on while it scans.
+there. Its brief ACCESS EXCLUSIVE lock waits at most ``ADD_LOCK_TIMEOUT`` behind a long
+transaction (every query on the table would queue behind the waiting ALTER), then fails
+the migration, to be run again; a constraint already there (an earlier run whose later
+step failed) is left as it is. ``ValidateConstraintOnPostgres``, in a later step of a
+non-atomic migration (so the ADD's lock is released first), then reads the rows under a
+SHARE UPDATE EXCLUSIVE lock, which lets reads and writes go on while it scans.
 
 ``on_postgresql`` runs SQL (the ledger's triggers) on PostgreSQL only, as a RunPython
 function: SQLite has no PL/pgSQL, and its single writer and the services' checks stand in.
@@ -20,8 +23,11 @@ from collections.abc import Callable
 from typing import Any
 
 from django.apps.registry import Apps
-from django.db import migrations
+from django.db import migrations, transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+
+# How long adding a NOT VALID check waits for its table's lock before the migration fails.
+ADD_LOCK_TIMEOUT = "5s"
 
 
 def on_postgresql(sql: str) -> Callable[[Apps, BaseDatabaseSchemaEditor], None]:
@@ -93,7 +99,18 @@ class AddCheckConstraintNotValidOnPostgres(migrations.AddConstraint):
         if not _on_postgresql(schema_editor):
             schema_editor.add_constraint(model, self.constraint)
             return
-        schema_editor.execute(f"{self.constraint.create_sql(model, schema_editor)} NOT VALID")
+        connection = schema_editor.connection
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT 1 FROM pg_constraint WHERE conname = %s AND conrelid = %s::regclass",
+                [self.constraint.name, model._meta.db_table],
+            )
+            if cursor.fetchone():
+                return  # added by an earlier run of this migration, whose later step failed
+            # Waiting for the lock queues every query on the table behind the ALTER: give
+            # up instead, and the migration is run again when the long transaction is gone.
+            cursor.execute(f"SET LOCAL lock_timeout = '{ADD_LOCK_TIMEOUT}'")
+            schema_editor.execute(f"{self.constraint.create_sql(model, schema_editor)} NOT VALID")
 
 
 class ValidateConstraintOnPostgres(migrations.operations.base.Operation):
