@@ -195,7 +195,7 @@ def simulation_report(
         payouts=_payouts_check(),
         orders=_orders_check(window_end, clock_skew=timedelta(seconds=clock_skew)),
         lateness=_lateness(window_end),
-        recovery=_recovery(),
+        recovery=_recovery(window_end),
         transfers=_transfers_check(provider_url, window_end) if provider_url else TransferCheck(),
         statements=_statements_check(mail_dir, window_end) if mail_dir is not None else StatementCheck(),
     )
@@ -470,14 +470,18 @@ def _lateness(window_end: datetime) -> dict[str, float]:
     return {"runs": len(seconds), "p50": statistics.median(seconds), "p99": p99, "max": seconds[-1]}
 
 
-def _recovery() -> dict[str, int]:
-    kinds = Counter(JobRunEvent.objects.values_list("kind", flat=True))
+def _recovery(window_end: datetime) -> dict[str, int]:
+    """What the window's runs went through; ``finished_after_the_end``: how many were still
+    at work when the window closed and finished while the servers settled."""
+    runs = JobRun.objects.filter(scheduled_for__lte=window_end)
+    kinds = Counter(JobRunEvent.objects.filter(run__scheduled_for__lte=window_end).values_list("kind", flat=True))
     return {
         "abandoned": kinds["abandoned"],
         "failed_attempts": kinds["failed"],
         "fence_or_finish_rejected": kinds["fail_rejected"] + kinds["finish_rejected"],
-        "runs_retried": JobRun.objects.filter(attempts__gt=1).count(),
-        "dead": JobRun.objects.filter(status=RunStatus.DEAD).count(),
+        "runs_retried": runs.filter(attempts__gt=1).count(),
+        "dead": runs.filter(status=RunStatus.DEAD).count(),
+        "finished_after_the_end": runs.filter(finished_at__gt=window_end).count(),
     }
 
 

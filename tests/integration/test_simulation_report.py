@@ -108,14 +108,18 @@ def test_the_window_ends_where_the_simulation_said_not_at_the_settling_scheduler
 ) -> None:
     """After the end the servers go on until the window's runs settle: their later ticks
     are not the window's (counted, they would show more runs than ticks)."""
-    for tick in window:
-        _run(tick)
+    for tick in window[:-1]:
+        _run(tick, finished_at=tick + timedelta(minutes=1))
+    _run(window[-1], finished_at=WINDOW_END + timedelta(minutes=25))  # lost with a worker, back while settling
     SchedulerNode.objects.update(last_pass_at=WINDOW_END + timedelta(minutes=30))
-    _run(WINDOW_END + timedelta(minutes=10))
-    _run(WINDOW_END + timedelta(minutes=20), RunStatus.RUNNING)
+    _run(WINDOW_END + timedelta(minutes=10), finished_at=WINDOW_END + timedelta(minutes=11))
+    _run(WINDOW_END + timedelta(minutes=20), RunStatus.RUNNING, attempts=2)
     report = simulation_report(extra_problems=[], window_end=WINDOW_END)
     assert report.ok, report.problems
     assert (report.window_end, report.jobs[0].expected, report.jobs[0].succeeded) == (WINDOW_END, 6, 6)
+    assert (report.recovery["finished_after_the_end"], report.recovery["runs_retried"]) == (1, 0)
+    # A stop by signal before the last pass: the window ends at that pass, not later.
+    assert simulation_report(extra_problems=[], window_end=WINDOW_END + timedelta(hours=1)).jobs[0].expected == 9
     unbounded = simulation_report(extra_problems=[])
     assert (unbounded.jobs[0].expected, unbounded.jobs[0].succeeded) == (9, 7)
 
