@@ -67,13 +67,14 @@ def test_the_machine_line_names_the_server_settings_changed(changed: dict[str, s
     [
         ([], False),
         (["--quick", "--workers", "2"], False),
-        (["--quick", "--pgbouncer"], False),
+        (["--pgbouncer"], False),  # in the direct run's 30 s steps
         (["--only", "project"], True),
         (["--rates", "1000,1200"], True),
         (["--step-seconds", "20"], True),
         (["--quick"], True),  # make bench runs one worker in 30 s steps
-        (["--workers", "2"], True),  # and the variants in 10 s steps
-        (["--quick", "--pgbouncer", "--step-seconds", "30"], False),  # --quick sets 10 s
+        (["--workers", "2"], True),  # and the two-worker variant in 10 s steps
+        (["--quick", "--pgbouncer"], True),
+        (["--quick", "--pgbouncer", "--step-seconds", "30"], True),  # --quick sets 10 s
     ],
 )
 def test_a_development_run_of_the_cancellations_is_partial(argv: list[str], partial: bool) -> None:
