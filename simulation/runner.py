@@ -515,10 +515,7 @@ class Simulation:
         while time.time() < min(limit, self.clock.real_time_at(until)):
             if condition():
                 return True
-            while self.pending and self.pending[0][0] <= self.clock.now():
-                _, _, action = heapq.heappop(self.pending)
-                action()
-            self._govern()
+            self._carry_out_due()
             time.sleep(0.05)
         return condition()
 
@@ -620,17 +617,17 @@ class Simulation:
             return _count_fresh(window) + due + (passed is None or passed < end)
 
         lock = float(self._q_timing()["Q_RETRY_SECONDS"]) + TASK_MARGIN
-        settled = _drain(left, patience=max(DRAIN_SECONDS, lock), tick=self._settle_tick)
+        settled = _drain(left, patience=max(DRAIN_SECONDS, lock), tick=self._carry_out_due)
         if settled and self.clock.now() > end:
             self.say(f"settled at {self.clock.now():%Y-%m-%d %H:%M:%S}: the window's runs and sends finished")
         return settled
 
-    def _settle_tick(self) -> None:
-        """The settle's look: the governor, and the restarts and resumes falling due."""
-        self._govern()
+    def _carry_out_due(self) -> None:
+        """The restarts and resumes falling due, then the governor: on every look of a wait."""
         while self.pending and self.pending[0][0] <= self.clock.now():
             _, _, action = heapq.heappop(self.pending)
             action()
+        self._govern()
 
 
 def _drain(left: Callable[[], int], *, patience: float, tick: Callable[[], None] | None = None) -> bool:
