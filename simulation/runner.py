@@ -28,11 +28,12 @@ from django.db.models import Min, Q, QuerySet
 from django.utils import timezone
 from django_q.models import OrmQ
 
+from outbox.selectors import outbox_due_count
 from scheduling.models import DUE_STATUSES, IN_FLIGHT_STATUSES, LIVE_STATUSES, JobRun, JobRunEvent, RunStatus
 from scheduling.selectors import scheduler_last_pass_at
 from simulation.provider_process import RunningSandbox
 from simulation.report import run_story
-from statements.models import Statement, StatementStatus
+from statements.models import Statement
 from support.processes import Fleet, Process, SimulatedTime, wait_for
 from transfers.models import SEND_TRANSFERS_JOB, Transfer, TransferStatus
 
@@ -611,10 +612,8 @@ class Simulation:
             close_old_connections()
             passed = scheduler_last_pass_at()  # a pass at or after the end claimed every tick of the window
             now = self.clock.now()
-            transfers = Transfer.objects.filter(status=TransferStatus.PENDING, next_attempt_at__lte=now)
-            statements = Statement.objects.filter(status=StatementStatus.PENDING, next_attempt_at__lte=now)
-            due = _count_fresh(transfers) + _count_fresh(statements)
-            return _count_fresh(window) + due + (passed is None or passed < end)
+            due = outbox_due_count(Transfer, now=now) + outbox_due_count(Statement, now=now)
+            return window.count() + due + (passed is None or passed < end)
 
         lock = float(self._q_timing()["Q_RETRY_SECONDS"]) + TASK_MARGIN
         settled = _drain(left, patience=max(DRAIN_SECONDS, lock), tick=self._carry_out_due)
