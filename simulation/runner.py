@@ -29,6 +29,7 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from outbox.selectors import outbox_due_count
+from payouts.models import PAYOUT_JOB
 from scheduling.models import DUE_STATUSES, IN_FLIGHT_STATUSES, LIVE_STATUSES, JobRun, JobRunEvent, RunStatus
 from scheduling.selectors import scheduler_last_pass_at
 from simulation.provider_process import RunningSandbox
@@ -79,7 +80,8 @@ SIMULATED_PROVIDER_TIMEOUT_SECONDS = 3.0
 # Real milliseconds the provider takes over each transfer request while a sender kill waits
 # for requests in flight (its `slow` fault): under the timeout, so they are answered.
 SENDER_SLOW_MS = 1500
-# The share of the run after which a sender kill that found no send in flight gives up.
+# The share of the run after which a sender kill that found no send in flight gives up, once no
+# payout run is on its way and no transfer is pending (else it waits for them, until the end).
 SENDER_KILL_BY = 0.8
 
 
@@ -491,8 +493,17 @@ class Simulation:
                 return False
 
             by = self.plan.start + self.plan.duration * SENDER_KILL_BY
-            if not self._wait(sending, until=by, real_limit=self.clock.real_seconds((by - now).total_seconds())):
-                return FaultRecord(fault, "-", self.clock.now(), note=f"; not injected: no transfer sent by {by:%H:%M}")
+
+            def sending_or_none_coming() -> bool:
+                if sending():
+                    return True
+                return self.clock.now() >= by and not self._transfers_coming()
+
+            self._wait(sending_or_none_coming, until=self.plan.end, real_limit=float("inf"))
+            if not found:
+                return FaultRecord(
+                    fault, "-", self.clock.now(), note=f"; not injected: no transfer sent by {self.clock.now():%H:%M}"
+                )
             run, victim = found[0]
             recorded = Transfer.objects.filter(status=TransferStatus.SENT).count()
             victim.send(signal.SIGKILL)
@@ -507,6 +518,15 @@ class Simulation:
         )
         self._later(fault.lasting, lambda: self._restart(victim))
         return FaultRecord(fault, victim.name, self.clock.now(), run.id, run.fence, note=note)
+
+    def _transfers_coming(self) -> bool:
+        """Whether a send may still come: a weekly-payouts run on its way (it writes the
+        transfers) or a transfer pending (due now or after its backoff)."""
+        close_old_connections()
+        return (
+            JobRun.objects.filter(job_name=PAYOUT_JOB, status__in=IN_FLIGHT_STATUSES).exists()
+            or Transfer.objects.filter(status=TransferStatus.PENDING).exists()
+        )
 
     def _wait(self, condition: Callable[[], bool], *, until: datetime, real_limit: float) -> bool:
         """Poll ``condition`` until it holds (True), or the clock shows ``until`` or
