@@ -24,6 +24,7 @@ from simulation.chaos import DEFAULT_RATE, ChaosRecord, ChaosSchedule, ChaosSimu
 from simulation.provider_process import RunningSandbox, start_sandbox
 from simulation.report import JobTicks, SimulationReport, simulation_report
 from simulation.runner import (
+    SENDER_KILL_BY,
     SIMULATED_PROVIDER_TIMEOUT_SECONDS,
     TARGET_JOB,
     Fault,
@@ -93,7 +94,9 @@ class Command(TiffinCommand):
                 FaultKind.KILL_SENDER,
                 "AT[:FOR]",
                 "from AT, wait for a send-transfers run with requests in flight at the provider and SIGKILL its "
-                "worker mid-batch, restart it FOR later",
+                "worker mid-batch, restart it FOR later; past "
+                f"{SENDER_KILL_BY * 100:.0f}%% of the duration it waits only while a payout run is on its way "
+                "or a transfer is pending",
             ),
         ):
             default = f"{DEFAULT_FAULT_AT[kind] * 100:.0f}%% of the duration"  # argparse formats help with %
