@@ -19,7 +19,7 @@ from typing import Any
 
 from bench.common import RESULTS, fmt
 from bench.curves import PLOTS
-from bench.plotting import log_log_plot
+from bench.plotting import log_log_plot, ticks_at
 
 PLOT = PLOTS / "cancellations_lateness.png"
 P99_GOAL_SECONDS = 1.0  # bench.cancellations.P99_GOAL_SECONDS, without importing it
@@ -41,6 +41,7 @@ GOAL_ROWS = ("ceiling", "worker killed")
 @dataclass
 class Series:
     label: str
+    targets: list[float]  # placed per second, as each step asked (the x axis's ticks)
     rates: list[float]  # placed per second, as achieved
     p99: list[float]  # seconds; where orders were missed, how long they had waited (a lower bound)
     bound: list[bool]  # whether that p99 is a lower bound
@@ -58,8 +59,8 @@ def lateness_series(results: dict[str, dict[str, Any]]) -> list[Series]:
         steps = results.get(name, {}).get("data", {}).get("steps", {}).get(side, [])
         steps = sorted((s for s in steps if not s.get("kill")), key=lambda s: s["rate"])
         if steps:
-            series.append(Series(label, [s["rate"] for s in steps], [s["p99"] for s in steps],
-                                 [bool(s["bound"]) for s in steps]))  # fmt: skip
+            series.append(Series(label, [s["target"] for s in steps], [s["rate"] for s in steps],
+                                 [s["p99"] for s in steps], [bool(s["bound"]) for s in steps]))  # fmt: skip
     return series
 
 
@@ -86,9 +87,10 @@ def lateness_plot(directory: Path = RESULTS, out: Path = PLOT) -> Path | None:
                 axes.scatter([s.rates[n] for n in bounds], [s.p99[n] for n in bounds], s=90, facecolors="white",
                              edgecolors=line.get_color(), zorder=3)  # fmt: skip
         axes.axhline(P99_GOAL_SECONDS, color="grey", linestyle=":", linewidth=1, label="p99 goal, 1 s")
-        for axis in (axes.xaxis, axes.yaxis):  # 0.1, 0.2, 0.5, 1, 2, 5, 10 rather than 10^-1 ... 10^1
-            axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-            axis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}" if f"{value:.0e}"[0] in "25" else ""))
+        ticks_at(axes.xaxis, [target for s in series for target in s.targets], rotation=45)  # every step's rate
+        seconds = axes.yaxis  # 0.1, 0.2, 0.5, 1, 2, 5, 10 rather than 10^-1 ... 10^1
+        seconds.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        seconds.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}" if f"{value:.0e}"[0] in "25" else ""))
     return out
 
 

@@ -3,18 +3,20 @@ a grid and a legend, saved as a PNG without matplotlib's version in it (so the f
 changes only when the picture does). A plot draws its own lines inside ``log_log_plot``.
 
 matplotlib draws them (pinned in requirements-dev.txt); it is imported only here, when a
-plot is drawn, with the Agg backend, so nothing needs a display.
+plot is drawn, with the Agg backend, so nothing needs a display. ``ticks_at`` labels an
+axis at the values measured (the rates of a benchmark's steps).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
 
 
 @contextmanager
@@ -44,3 +46,20 @@ def log_log_plot(
         figure.savefig(path, metadata={"Software": None})
     finally:
         plt.close(figure)
+
+
+def ticks_at(axis: Axis, values: Iterable[float], *, rotation: float = 0) -> None:
+    """Label ``axis`` at exactly ``values``, as plain numbers (25, 400, 1000), and nowhere
+    else. A log axis labels its powers of ten and some minor ticks only, so a value
+    between them (25, 400) would have no label; the minor ticks stay, unlabelled, for the
+    grid. ``rotation`` (degrees) slants the labels, each ending at its tick, so that close
+    values (1200, 1400 on a log axis) do not overlap."""
+    from matplotlib.ticker import NullFormatter
+
+    ticks = sorted(set(values))
+    labels = [f"{value:g}" for value in ticks]
+    if rotation:
+        axis.set_ticks(ticks, labels=labels, rotation=rotation, ha="right", rotation_mode="anchor")
+    else:
+        axis.set_ticks(ticks, labels=labels)
+    axis.set_minor_formatter(NullFormatter())

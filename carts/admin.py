@@ -4,7 +4,6 @@ which also touches ``updated_at``; a form edit would not, so none is offered."""
 from __future__ import annotations
 
 from datetime import timedelta
-from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -17,6 +16,7 @@ from carts.models import Cart, CartItem
 from carts.selectors import cart_stale_cutoff
 from tiffin import clock
 from tiffin.admin_lists import BoundedPaginator
+from tiffin.money import money_text
 
 if TYPE_CHECKING:
     _CartAdmin = admin.ModelAdmin[Cart]
@@ -56,8 +56,8 @@ class CartItemInline(_CartItemInline):
         return False
 
     @admin.display(description="line total")
-    def line_total(self, item: CartItem) -> Decimal:
-        return item.quantity * item.unit_price  # exact: an integer times a 2-place Decimal
+    def line_total(self, item: CartItem) -> str:
+        return money_text(item.quantity * item.unit_price)  # exact: an integer times a 2-place Decimal
 
 
 @admin.register(Cart)

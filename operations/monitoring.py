@@ -224,10 +224,10 @@ def _in_flight_problem(run: JobRun, *, window: CheckWindow) -> Problem | None:
         detail = f"due at {_hm(run.due_at)} and never enqueued"
         return _problem(run, ProblemKind.NOT_STARTED, detail, summary=NEVER_ENQUEUED)
     if run.status == RunStatus.ENQUEUED:
-        enqueued_at = run.enqueued_at or run.created_at
-        if enqueued_at > window.horizon:
+        assert run.enqueued_at is not None  # the check job_run_enqueued_has_enqueued_at
+        if run.enqueued_at > window.horizon:
             return None
-        detail = f"enqueued at {_hm(enqueued_at)} and never started"
+        detail = f"enqueued at {_hm(run.enqueued_at)} and never started"
         return _problem(run, ProblemKind.NOT_STARTED, detail, summary=NEVER_STARTED)
     if run.status == RunStatus.RUNNING:
         return _running_problem(run, window=window)

@@ -34,6 +34,7 @@ from orders.services import (
 )
 from tiffin import clock
 from tiffin.admin_lists import BoundedPaginator
+from tiffin.money import money_text
 
 if TYPE_CHECKING:
     _RestaurantAdmin = admin.ModelAdmin[Restaurant]
@@ -131,7 +132,7 @@ class RestaurantAdmin(_RestaurantAdmin):
         from payouts.selectors import payout_orders_waiting  # payouts depends on orders, not back
 
         waiting = payout_orders_waiting(restaurant_ids=[restaurant.pk])
-        return "none" if not waiting else f"{waiting[0].order_count} orders, gross {waiting[0].gross}"
+        return "none" if not waiting else f"{waiting[0].order_count} orders, gross {money_text(waiting[0].gross)}"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Restaurant | None = None) -> tuple[str, ...]:
         if obj is None:

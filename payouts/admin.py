@@ -30,6 +30,7 @@ from payouts.selectors import (
     payouts_of_week,
 )
 from tiffin.admin_lists import BoundedPaginator
+from tiffin.money import money_text
 from transfers.models import Transfer, TransferStatus
 
 if TYPE_CHECKING:
@@ -258,7 +259,12 @@ class PayoutAdmin(_PayoutAdmin):
             "",
             '<li><a href="{}">order {}</a>: {} delivered {} UTC</li>',
             (
-                (reverse("admin:orders_order_change", args=[o.pk]), o.pk, o.total, f"{o.delivered_at:%Y-%m-%d %H:%M}")
+                (
+                    reverse("admin:orders_order_change", args=[o.pk]),
+                    o.pk,
+                    money_text(o.total),
+                    f"{o.delivered_at:%Y-%m-%d %H:%M}",
+                )
                 for o in orders[:COVERED_ORDERS_SHOWN]
             ),
         )

@@ -93,8 +93,9 @@ class RunState:
     @property
     def seconds_waiting(self) -> int | None:
         """How long an enqueued run has waited for a worker to take it."""
-        if self.run.status != RunStatus.ENQUEUED or self.run.enqueued_at is None:
+        if self.run.status != RunStatus.ENQUEUED:
             return None
+        assert self.run.enqueued_at is not None  # the check job_run_enqueued_has_enqueued_at
         return _seconds(self.now - self.run.enqueued_at)
 
     @property

@@ -327,7 +327,7 @@ def run_rerun(*, run_id: int, actor: str, now: datetime) -> JobRun:
             raise SchedulingError(f"run {run_id} is {run.status}; only an abandoned or dead run can be re-run")
         guard_horizon_check(job=registry.get(run.job_name), scheduled_for=run.scheduled_for, now=now)
         JobRun.objects.filter(id=run.id).update(status=RunStatus.ENQUEUED, enqueued_at=now, due_at=now)
-        run.status = RunStatus.ENQUEUED
+        run.status, run.enqueued_at, run.due_at = RunStatus.ENQUEUED, now, now  # the row as stored
         enqueue_runs(job_name=run.job_name, run_ids=[run.id])
         runs_record([run], kind="rerun", now=now, message=f"re-run requested by {actor}")
     logger.info("run %s of %s re-run by %s", run_id, run.job_name, actor)

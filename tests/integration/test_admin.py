@@ -3,7 +3,9 @@ order actions go through the services (so they refuse what the services refuse).
 
 from __future__ import annotations
 
-from datetime import timedelta
+import re
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from io import StringIO
 from typing import Any
 
@@ -13,6 +15,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from carts.models import Cart
+from carts.services import cart_add_item, cart_create
 from orders.models import Order, OrderStatus
 from payouts.models import Payout
 from tests.admin_pages import ADMIN_PAGES
@@ -62,6 +65,15 @@ def test_a_cart_page_shows_its_items_read_only(admin_client, seeded):
     assert response.status_code == 200
     assert all(sku in response.content.decode() for sku in cart.items.values_list("sku", flat=True))
     assert response.context["has_change_permission"] is False
+
+
+@pytest.mark.django_db
+def test_a_cart_pages_line_total_prints_money_as_the_commands_do(admin_client):
+    now = datetime(2026, 3, 2, 12, tzinfo=UTC)
+    cart = cart_create(customer_ref="cust-catering", now=now)
+    cart_add_item(cart_id=cart.pk, sku="thali-platter", quantity=12, unit_price=Decimal("123.45"), now=now)
+    page = admin_client.get(reverse("admin:carts_cart_change", args=[cart.pk])).content.decode()
+    assert re.search(r'field-line_total">\s*<p>1,481.40</p>', page)
 
 
 @pytest.mark.django_db

@@ -543,6 +543,8 @@ def test_the_restaurant_page_shows_the_orders_waiting_for_their_payout(paid_lond
     assert "none" in _readonly(admin_client.get(url).content.decode(), "orders_waiting")
     deliver(london, datetime(2026, 11, 10, 12, tzinfo=UTC), "7.00")
     assert _readonly(admin_client.get(url).content.decode(), "orders_waiting") == "1 orders, gross 7.00"
+    deliver(london, datetime(2026, 11, 10, 13, tzinfo=UTC), "12345.00")  # money as the commands print it
+    assert _readonly(admin_client.get(url).content.decode(), "orders_waiting") == "2 orders, gross 12,352.00"
 
 
 def test_a_payouts_admin_page_shows_its_rate_and_tz_database_release(paid_london, admin_client, admin_pages):

@@ -23,6 +23,7 @@ from payouts.selectors import CSV_HEADER
 from scheduling.execution import runs_execute
 from scheduling.services import run_claim_manual
 from tests.admin_pages import ADMIN_PAGES
+from tiffin.money import money_text
 
 pytestmark = ADMIN_PAGES
 
@@ -53,11 +54,27 @@ def paid(restaurant_factory: Any, order_factory: Any) -> list[Restaurant]:
                 total=Decimal(f"{10 + n}.25"),
                 placed_at=ONBOARDED + timedelta(days=day, hours=6),
             )
+    pay()
+    return restaurants
+
+
+@pytest.fixture
+def catering(restaurant_factory: Any, order_factory: Any) -> Restaurant:
+    """A restaurant whose first week holds two catering orders (gross 24,691.35), paid by one real run."""
+    restaurant = restaurant_factory(name="Big Tent Caterers", timezone="Europe/London", onboarded_at=ONBOARDED)
+    for day, total in ((1, "12345.67"), (2, "12345.68")):
+        placed_at = ONBOARDED + timedelta(days=day, hours=6)
+        order_factory(OrderStatus.DELIVERED, restaurant=restaurant, total=Decimal(total), placed_at=placed_at)
+    pay()
+    return restaurant
+
+
+def pay() -> None:
+    """Pay every restaurant's finished weeks up to AS_OF by one real run of weekly-payouts."""
     with time_machine.travel(AS_OF + timedelta(minutes=1), tick=False):
         run = run_claim_manual(job_name="weekly-payouts", scheduled_for=AS_OF, now=AS_OF, enqueue=False)
         assert run is not None
         runs_execute(run_ids=[run.id], worker="test")
-    return restaurants
 
 
 def export(client: Client, query: str = "", selected: list[int] | None = None) -> list[dict[str, str]]:
@@ -151,7 +168,21 @@ def test_the_totals_are_those_of_every_filtered_payout(admin_client, paid):
     assert totals.count == london.count() == 8
     assert totals.gross == sum(p.gross for p in london)
     assert totals.net == sum(p.net for p in london)
-    assert f"gross <strong>{totals.gross}</strong>" in response.content.decode()
+    assert f"gross <strong>{money_text(totals.gross)}</strong>" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_totals_and_the_covered_orders_print_money_as_the_commands_do(admin_client, catering):
+    listing = admin_client.get(reverse(CHANGELIST) + f"?restaurant={catering.pk}").content.decode()
+    totals = " ".join(listing.split())
+    payout = Payout.objects.get(restaurant=catering, order_count=2)
+    assert (payout.gross, money_text(payout.gross)) == (Decimal("24691.35"), "24,691.35")
+    assert (
+        f"gross <strong>24,691.35</strong>, commission <strong>{money_text(payout.commission)}</strong>, "
+        f"net <strong>{money_text(payout.net)}</strong>."
+    ) in totals
+    page = admin_client.get(reverse("admin:payouts_payout_change", args=[payout.pk])).content.decode()
+    assert re.findall(r"</a>: ([\d,.]+) delivered", page) == ["12,345.67", "12,345.68"]
 
 
 @pytest.mark.django_db

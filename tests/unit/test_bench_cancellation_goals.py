@@ -106,9 +106,9 @@ def test_only_make_benchs_peers_run_is_official(argv: list[str], official: bool)
     assert official_run("peers.cancellations", parse(argv), parse) is official
 
 
-def _step(rate: float, p99: float, *, bound: bool = False, kill: bool = False) -> dict[str, Any]:
-    return {"target": rate, "rate": rate, "p50": p99 / 2, "p99": p99, "max": p99, "bound": bound, "missed": 0,
-            "wrong": 0, "held": not bound, "kill": kill}  # fmt: skip
+def _step(rate: float, p99: float, *, bound: bool = False, kill: bool = False, achieved: float = 0) -> dict[str, Any]:
+    return {"target": rate, "rate": achieved or rate, "p50": p99 / 2, "p99": p99, "max": p99, "bound": bound,
+            "missed": 0, "wrong": 0, "held": not bound, "kill": kill}  # fmt: skip
 
 
 RESULTS = {
@@ -121,7 +121,8 @@ RESULTS = {
         ],
     },
     "cancellations_peers": {
-        "data": {"steps": {"celery": [_step(25, 8.0), _step(50, 11.0, bound=True), _step(25, 30.0, kill=True)]}},
+        "data": {"steps": {"celery": [_step(25, 8.0), _step(50, 11.0, bound=True, achieved=47.5),
+                                      _step(25, 30.0, kill=True)]}},
         "rows": [{"measure": "worker killed at 25/s: missed / executed twice, Celery", "project": "75 / 0",
                   "reference": None, "passed": None, "goal": ""}],
     },
@@ -132,7 +133,8 @@ def test_the_plot_has_one_series_per_system_run_by_rate_without_kill_steps() -> 
     series = lateness.lateness_series(RESULTS)
     assert [s.label for s in series] == ["Tiffin", "raw SQL pipeline", "Celery"]
     assert series[0].rates == [200, 400] and series[0].p99 == [0.3, 0.5]
-    assert series[2].rates == [25, 50] and series[2].bound == [False, True]
+    assert series[2].rates == [25, 47.5] and series[2].bound == [False, True]
+    assert series[2].targets == [25, 50]  # the plot's x ticks: the rates its steps asked for
 
 
 def test_the_plot_and_the_summary_are_drawn_from_the_results_files(tmp_path: Path) -> None:
