@@ -47,9 +47,9 @@ STALL_SECONDS = 30.0
 # Booting Django and django-q2 on a loaded machine is one long step with nothing to read
 # in the database before its end: it gets twice a step's patience.
 BOOT_STALL_SECONDS = 2 * STALL_SECONDS
-# More events than one run records in a scenario: what ``Scenario.wait_run_reaches``
-# counts down from.
-_STEPS_BOUND = 10_000
+# More steps (a run's events, scheduler passes) than a scenario takes: what
+# ``Scenario.wait_for_run`` and ``wait_run_reaches`` count down from.
+_STEPS_BOUND = 10**9
 
 
 def manage_run(env: Mapping[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -256,20 +256,29 @@ class Scenario:
         as the count keeps falling (``wait_while_progressing``)."""
         wait_while_progressing(lambda: int(self.db.scalar(query, params)), stall=stall, what=what)
 
-    def wait_for_run(self, job_name: str, status: str, *, timeout: float, attempt: int | None = None) -> int:
-        """Wait until a run of ``job_name`` is in ``status``; return its id."""
+    def wait_for_run(
+        self, job_name: str, status: str, *, attempt: int | None = None, stall: float = STALL_SECONDS
+    ) -> int:
+        """Wait until a run of ``job_name`` is in ``status`` (on its ``attempt``, if given);
+        return its id. For as long as the schedulers keep going: each scheduler pass and each
+        event of the job's runs is a step (``wait_while_progressing``); TimeoutError after
+        ``stall`` seconds without one."""
         query = "SELECT id FROM job_runs WHERE job_name = %s AND status = %s"
         params: list[Any] = [job_name, status]
         if attempt is not None:
             query += " AND attempts = %s"
             params.append(attempt)
+        steps = (
+            "SELECT (SELECT coalesce(sum(passes), 0) FROM job_scheduler_nodes)"
+            " + (SELECT count(*) FROM job_run_events e JOIN job_runs r ON r.id = e.run_id WHERE r.job_name = %s)"
+        )
         found: list[int] = []
 
-        def seen() -> bool:
+        def left() -> int:  # 0 once seen; before that, one less for every step taken
             found[:] = [row[0] for row in self.db.rows(query + " ORDER BY id LIMIT 1", params)]
-            return bool(found)
+            return 0 if found else max(_STEPS_BOUND - int(self.db.scalar(steps, [job_name])), 1)
 
-        wait_for(seen, timeout=timeout, interval=0.02, what=f"a {status} run of {job_name}")
+        wait_while_progressing(left, stall=stall, interval=0.02, what=f"a {status} run of {job_name}")
         return found[0]
 
     def wait_run_reaches(self, run_id: int, status: str, *, stall: float = STALL_SECONDS) -> None:
@@ -298,11 +307,12 @@ class Scenario:
         with self.db.holding(lock) as holder:
             self.start_workers(clock, 2, q_workers=2)
             self.start_schedulers(clock, 2)
-            # The payout run's statement, not one of the every-minute senders' (they read the
-            # restaurants too, and may be the first to queue behind the lock).
             # Booting is one long step with nothing in the database to follow before its end.
-            backend = self.db.wait_blocked_by(holder, timeout=BOOT_STALL_SECONDS, statement_mentions="payouts_payout")
-            run_id = self.wait_for_run("weekly-payouts", "running", timeout=STALL_SECONDS, attempt=1)
+            run_id = self.wait_for_run("weekly-payouts", "running", attempt=1, stall=BOOT_STALL_SECONDS)
+            # One step more: the running job reaching its write. The payout run's statement,
+            # not one of the every-minute senders' (they read the restaurants too, and may be
+            # the first to queue behind the lock).
+            backend = self.db.wait_blocked_by(holder, timeout=STALL_SECONDS, statement_mentions="payouts_payout")
             fence = self.db.scalar("SELECT fence FROM job_runs WHERE id = %s", [run_id])
             yield PinnedRun(run_id=run_id, fence=fence, backend=backend)
 
