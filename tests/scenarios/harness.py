@@ -52,38 +52,40 @@ BOOT_STALL_SECONDS = 2 * STALL_SECONDS
 _STEPS_BOUND = 10**9
 
 
-def manage_run(env: Mapping[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run ``manage.py <args>`` to completion with exactly the environment ``env``; its
-    output captured as text."""
-    return subprocess.run(
-        [sys.executable, str(PROJECT_DIR / "manage.py"), *args],
-        env=dict(env),
-        cwd=PROJECT_DIR,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+# Real seconds a manage.py command run to its end gets between SIGTERM and SIGKILL when the
+# test ends first: a simulate stops its servers in that time.
+MANAGE_STOP_GRACE_SECONDS = 20.0
 
 
-def manage_at(url: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run ``manage.py <args>`` to completion against the database at ``url`` (a cluster's
+def manage_run(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``manage.py <args>`` to its end with exactly the environment ``env``, in its own
+    process group; its output captured as text. No number of seconds cuts it off: a
+    command bounds its own waits (simulate's governor and settle follow its servers'
+    progress), and each scenario module's ``pytest.mark.timeout`` bounds the test. However
+    the call ends (that timeout included) the group is stopped, SIGTERM first, so a
+    simulate stops the servers it started."""
+    command = [sys.executable, str(PROJECT_DIR / "manage.py"), *args]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        code = run_in_group(command, env=env, stdout=out, stderr=err, grace=MANAGE_STOP_GRACE_SECONDS)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(
+            command, code, out.read().decode(errors="replace"), err.read().decode(errors="replace")
+        )
+
+
+def manage_at(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``manage.py <args>`` to its end against the database at ``url`` (a cluster's
     multi-host URL, before any fleet exists), with the scenarios' process environment."""
-    return manage_run({**os.environ, **PROCESS_ENVIRONMENT, "DATABASE_URL": url}, *args, timeout=timeout)
+    return manage_run({**os.environ, **PROCESS_ENVIRONMENT, "DATABASE_URL": url}, *args)
 
 
 def manage_output(url: str, *args: str, allowed: tuple[int, ...] = (0,)) -> str:
-    """``manage.py <args>`` against the database at ``url``, in its own process group
-    (stopped whole however the call ends); its stdout. Fails unless it exits with one of
-    ``allowed``."""
-    env = {**os.environ, "DATABASE_URL": url, "LOG_LEVEL": "WARNING"}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        manage = [sys.executable, str(PROJECT_DIR / "manage.py"), *args]
-        code = run_in_group(manage, env=env, stdout=out, stderr=err, grace=5, timeout=180)
-        out.seek(0)
-        err.seek(0)
-        assert code in allowed, f"manage.py {' '.join(args)} failed ({code}):\n{err.read().decode(errors='replace')}"
-        return out.read().decode()
+    """``manage.py <args>`` against the database at ``url`` (``manage_run``); its stdout.
+    Fails unless it exits with one of ``allowed``."""
+    done = manage_run({**os.environ, "DATABASE_URL": url, "LOG_LEVEL": "WARNING"}, *args)
+    assert done.returncode in allowed, f"manage.py {' '.join(args)} failed ({done.returncode}):\n{done.stderr}"
+    return done.stdout
 
 
 @dataclass(frozen=True)
