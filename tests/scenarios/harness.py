@@ -185,6 +185,20 @@ class ScenarioDatabase:
         return dict(self.rows(query, params))
 
 
+def wait_runs_succeeded(db: ScenarioDatabase, job_name: str, count: int, *, stall: float = STALL_SECONDS) -> int:
+    """Wait until ``count`` runs of ``job_name`` succeeded on ``db``, for as long as more keep
+    succeeding (TimeoutError after ``stall`` seconds without one); how many did."""
+    query = "SELECT count(*) FROM job_runs WHERE job_name = %s AND status = 'succeeded'"
+    done = [0]
+
+    def left() -> int:
+        done[0] = int(db.scalar(query, [job_name]))
+        return max(count - done[0], 0)
+
+    wait_while_progressing(left, stall=stall, what=f"{count} succeeded {job_name} runs")
+    return done[0]
+
+
 @dataclass(frozen=True)
 class PinnedRun:
     """A payout run pinned by ``Scenario.payout_run_pinned``: its first attempt's fence,

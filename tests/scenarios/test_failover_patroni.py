@@ -35,14 +35,14 @@ from pathlib import Path
 import pytest
 
 from simulation.services import PROBE_JOB, SETTLEMENT_JOB
-from support.processes import Fleet, SimulatedTime, wait_for, wait_while_progressing
+from support.processes import Fleet, SimulatedTime, wait_for
 from tests.scenarios.harness import (
     BOOT_STALL_SECONDS,
     PROCESS_ENVIRONMENT,
-    STALL_SECONDS,
     Scenario,
     ScenarioDatabase,
     manage_at,
+    wait_runs_succeeded,
 )
 from tests.scenarios.patroni_cluster import PatroniCluster, patroni_cluster
 
@@ -85,7 +85,7 @@ def _failover_mid_run(cluster: PatroniCluster, scenario: Scenario) -> None:
     scenario.start_workers(clock, 1, q_workers=2)
     scenario.start_schedulers(clock, 1)
 
-    before = _wait_for_probe_runs(scenario.db, RUNS_BEFORE, stall=BOOT_STALL_SECONDS)
+    before = wait_runs_succeeded(scenario.db, PROBE_JOB, RUNS_BEFORE, stall=BOOT_STALL_SECONDS)
     old_leader = cluster.leader()
     # Mid-run: a settlement run (three simulated minutes, heartbeating) has just started.
     cut_off = scenario.wait_for_run(SETTLEMENT_JOB, "running", attempt=1)
@@ -96,7 +96,7 @@ def _failover_mid_run(cluster: PatroniCluster, scenario: Scenario) -> None:
         f"failover {recovery.old_leader} -> {recovery.new_leader}: first claim on the new leader "
         f"{recovery.first_claim_seconds:.1f} s after the kill, first run started {recovery.first_start_seconds:.1f} s"
     )
-    _wait_for_probe_runs(new_db, before + RUNS_AFTER)
+    wait_runs_succeeded(new_db, PROBE_JOB, before + RUNS_AFTER)
     on_new_leader = Scenario(db=new_db, fleet=scenario.fleet)
     # The run cut off by the crash is retried like an abandoned one, under a new fence.
     on_new_leader.wait_run_reaches(cut_off, "succeeded")
@@ -170,20 +170,6 @@ def _kill_leader_and_wait(
         first_start_seconds=seen["start"],
     )
     return recovery, new_db
-
-
-def _wait_for_probe_runs(db: ScenarioDatabase, count: int, *, stall: float = STALL_SECONDS) -> int:
-    """Wait until ``count`` probe runs succeeded, for as long as more keep succeeding
-    (TimeoutError after ``stall`` seconds without one); how many did."""
-    query = "SELECT count(*) FROM job_runs WHERE job_name = %s AND status = 'succeeded'"
-    done: list[int] = [0]
-
-    def left() -> int:
-        done[0] = int(db.scalar(query, [PROBE_JOB]))
-        return max(count - done[0], 0)
-
-    wait_while_progressing(left, stall=stall, what=f"{count} succeeded {PROBE_JOB} runs")
-    return done[0]
 
 
 def _claims(db: ScenarioDatabase) -> list[tuple[str, datetime, str]]:
