@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import heapq
 import importlib
+import math
 import re
 import signal
 import time
@@ -41,6 +42,7 @@ from operations.monitoring import runs_check
 from scheduling import cron
 from scheduling.models import IN_FLIGHT_STATUSES, JobRun, JobRunEvent, RunStatus
 from scheduling.schedules import schedules_register
+from scheduling.selectors import scheduler_last_pass_at
 from simulation.models import StrategyRun
 from simulation.runner import LATE_WORD_KINDS
 from simulation.services import simulation_reset
@@ -69,6 +71,8 @@ MIN_DURATION = timedelta(minutes=20)  # room for the three faults one after anot
 BOOT_SECONDS = 6.0
 BOOT_TRIES = 3
 DRAIN_SECONDS = 60.0
+# More events than one run records: what a wait counting a run's events counts down from.
+STEPS_BOUND = 10**9
 # What each kind of process logs once it is ready for the first tick.
 READY_MARKERS = {"worker-": "] running.", "scheduler-": " started", "cron-": "cron line ready"}
 
@@ -324,22 +328,38 @@ class StrategyDeployment:
             # The fault is a worker that wakes after its run was taken from it (abandoned
             # once its heartbeat stopped for the lease): the pause outlasts the lease by
             # minutes, but a loaded machine's schedulers may notice late, so it wakes only
-            # then; and the deployment goes on once its late word was written or refused.
+            # then. Each scheduler pass, as of a later instant, is a step: a pass as of the
+            # planned wake, long after the lease ran out, takes it.
             held = JobRun.objects.filter(id=run.pk, fence=run.fence, status=RunStatus.RUNNING)
-            self._wait_until(lambda: _fresh_count(held) == 0, "the run to be taken from it")
+            wake = self.resume_at or self.clock.now()
+
+            def not_taken() -> int:  # simulated seconds from the newest pass to the wake, at least 1
+                if _fresh_count(held) == 0:
+                    return 0
+                passed = scheduler_last_pass_at() or self.plan.start
+                return max(math.ceil((wake - passed).total_seconds()), 1)
+
+            self._wait_until(not_taken, "the run to be taken from it")
         victim.send(signal.SIGCONT)
         self._note(f"pause: SIGCONT {victim.name}")
         if run is not None:
-            # Its late word is refused at its next heartbeat or at the write: the execution
-            # row says so, then the run's event (the SIGSTOP may have come before the row).
+            # The deployment goes on once its late word was written or refused: at its next
+            # heartbeat or at the write, the execution row says so, then the run's event (the
+            # SIGSTOP may have come before the row). Each event of the run (its retry's) is a step.
             late = JobRunEvent.objects.filter(run_id=run.pk, fence=run.fence, kind__in=LATE_WORD_KINDS)
-            self._wait_until(lambda: _fresh_count(late) > 0, "its late word")
+            events = JobRunEvent.objects.filter(run_id=run.pk)
 
-    def _wait_until(self, condition: Callable[[], bool], what: str) -> None:
+            def no_late_word() -> int:
+                return 0 if _fresh_count(late) else max(STEPS_BOUND - _fresh_count(events), 1)
+
+            self._wait_until(no_late_word, "its late word")
+
+    def _wait_until(self, left: Callable[[], int], what: str) -> None:
+        """Wait until ``left`` is 0, for as long as it keeps falling (``DRAIN_SECONDS`` without a step)."""
         try:
-            wait_for(condition, timeout=DRAIN_SECONDS, interval=0.05, what=what)
+            wait_while_progressing(left, stall=DRAIN_SECONDS, interval=0.05, what=what)
         except TimeoutError:
-            self._note(f"pause: gave up waiting for {what} after {DRAIN_SECONDS:g} s")
+            self._note(f"pause: gave up waiting for {what}, {DRAIN_SECONDS:g} s after its last step")
 
     def _executing(self, tick: datetime) -> Process | None:
         """The process executing ``tick`` (waiting a few simulated seconds for it to start)."""

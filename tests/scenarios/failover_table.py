@@ -71,12 +71,14 @@ from support.processes import (
     wait_while_progressing,
 )
 from tests.scenarios.harness import (
+    BOOT_STALL_SECONDS,
     PROCESS_ENVIRONMENT,
     STALL_SECONDS,
     PostgresServer,
     Scenario,
     ScenarioDatabase,
     manage_at,
+    wait_runs_succeeded,
 )
 
 DATABASE = "tiffin_failover_table"
@@ -351,17 +353,17 @@ def _exercise(
     # delayed cancellation commit together); what nobody answers in time is cancelled.
     rush = ["simulate_orders", "--per-minute", str(ORDERS_PER_MINUTE), "--minutes", "1440"]
     scenario.fleet.start("orders", rush, env=clock.environment())
-    done = _wait_probe_runs(scenario.db, RUNS_BEFORE, timeout=180)
+    done = wait_runs_succeeded(scenario.db, PROBE_JOB, RUNS_BEFORE, stall=BOOT_STALL_SECONDS)
     cancelled = "SELECT count(*) FROM orders_order WHERE customer_ref LIKE 'rush-%%' AND status = 'cancelled'"
-    wait_for(
-        lambda: scenario.db.scalar(cancelled) >= RUSH_CANCELLED_BEFORE,
-        timeout=180,
-        interval=0.2,
+    # Each cancellation is a step; the first comes an order's deadline after the rush began.
+    wait_while_progressing(
+        lambda: max(RUSH_CANCELLED_BEFORE - int(scenario.db.scalar(cancelled)), 0),
+        stall=STALL_SECONDS + ORDER_TIMEOUT_SECONDS / SPEED,
         what=f"{RUSH_CANCELLED_BEFORE} of the rush's orders cancelled (the lateness before the kill)",
     )
     if before_fault is not None:
         before_fault()
-        _wait_probe_runs(scenario.db, done + RUNS_UNREPLICATED, timeout=120)
+        wait_runs_succeeded(scenario.db, PROBE_JOB, done + RUNS_UNREPLICATED)
     if in_flight_at is not None:
         in_flight_at.arm_fault("slow", delay_ms=IN_FLIGHT_DELAY_MS, methods=("POST",))
     _pay(scenario, clock, scheduled_for=None)
@@ -400,10 +402,9 @@ def _exercise(
     started_after = (
         "SELECT count(*) FROM job_runs r WHERE r.job_name = %s AND r.status = 'succeeded' AND r.started_at > %s"
     )
-    wait_for(
-        lambda: _quiet_scalar(new_db, started_after, [PROBE_JOB, killed_instant]) >= RUNS_AFTER,
-        timeout=180,
-        interval=0.2,
+    wait_while_progressing(
+        lambda: max(RUNS_AFTER - _quiet_scalar(new_db, started_after, [PROBE_JOB, killed_instant]), 0),
+        stall=STALL_SECONDS,
         what=f"{RUNS_AFTER} probe runs on the new primary",
     )
     _pay(scenario, clock, scheduled_for=snapshot.payout_tick)  # the catch-up
@@ -419,8 +420,7 @@ def _exercise(
     stall = STALL_SECONDS + ORDER_TIMEOUT_SECONDS / SPEED
     wait_while_progressing(lambda: int(new_db.scalar(left)), stall=stall, what="the rush's cancellations")
     scenario.stop("scheduler")
-    unfinished = "SELECT count(*) FROM job_runs WHERE status IN ('enqueued', 'running')"
-    wait_for(lambda: new_db.scalar(unfinished) == 0, timeout=240, interval=0.2, what="runs finishing")
+    Scenario(db=new_db, fleet=scenario.fleet).wait_until_idle()
     scenario.stop("worker")
     return Exercised(
         snapshot=snapshot,
@@ -566,16 +566,17 @@ def _pay(scenario: Scenario, clock: SimulatedTime, *, scheduled_for: datetime | 
 
 
 def _wait_transfers_sent(db: ScenarioDatabase) -> None:
-    """Wait until the ledger has transfers and every one is sent (by the fleet's sender)."""
+    """Wait until the ledger has transfers and every one is sent (by the fleet's sender), for
+    as long as more are sent (each one sent is a step)."""
 
-    def all_sent() -> bool:
+    def unsent() -> int:  # no transfer written yet counts as one to send
         try:
             [(sent, written)] = db.rows(TRANSFERS_SENT)
         except Exception:  # psycopg.OperationalError: a promotion under way
-            return False
-        return bool(written) and sent == written
+            return sys.maxsize  # read nothing: no step
+        return written - sent if written else 1
 
-    wait_for(all_sent, timeout=180, interval=0.2, what="the payout's transfers sent")
+    wait_while_progressing(unsent, stall=STALL_SECONDS, what="the payout's transfers sent")
 
 
 def _provider_transfers_per_group(sandbox: RunningSandbox) -> Counter[str]:
@@ -602,18 +603,6 @@ def _manage(url: str, *args: str) -> None:
     done = manage_at(url, *args)
     if done.returncode != 0:
         raise RuntimeError(f"manage.py {args[0]} failed:\n{done.stderr}")
-
-
-def _wait_probe_runs(db: ScenarioDatabase, count: int, *, timeout: float) -> int:
-    query = "SELECT count(*) FROM job_runs WHERE job_name = %s AND status = 'succeeded'"
-    done = [0]
-
-    def enough() -> bool:
-        done[0] = int(db.scalar(query, [PROBE_JOB]))
-        return done[0] >= count
-
-    wait_for(enough, timeout=timeout, interval=0.2, what=f"{count} succeeded {PROBE_JOB} runs")
-    return done[0]
 
 
 def _quiet_scalar(db: ScenarioDatabase, query: str, params: list[object]) -> int:

@@ -47,43 +47,45 @@ STALL_SECONDS = 30.0
 # Booting Django and django-q2 on a loaded machine is one long step with nothing to read
 # in the database before its end: it gets twice a step's patience.
 BOOT_STALL_SECONDS = 2 * STALL_SECONDS
-# More events than one run records in a scenario: what ``Scenario.wait_run_reaches``
-# counts down from.
-_STEPS_BOUND = 10_000
+# More steps (a run's events, scheduler passes) than a scenario takes: what
+# ``Scenario.wait_for_run`` and ``wait_run_reaches`` count down from.
+_STEPS_BOUND = 10**9
 
 
-def manage_run(env: Mapping[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run ``manage.py <args>`` to completion with exactly the environment ``env``; its
-    output captured as text."""
-    return subprocess.run(
-        [sys.executable, str(PROJECT_DIR / "manage.py"), *args],
-        env=dict(env),
-        cwd=PROJECT_DIR,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+# Real seconds a manage.py command run to its end gets between SIGTERM and SIGKILL when the
+# test ends first: a simulate stops its servers in that time.
+MANAGE_STOP_GRACE_SECONDS = 20.0
 
 
-def manage_at(url: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run ``manage.py <args>`` to completion against the database at ``url`` (a cluster's
+def manage_run(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``manage.py <args>`` to its end with exactly the environment ``env``, in its own
+    process group; its output captured as text. No number of seconds cuts it off: a
+    command bounds its own waits (simulate's governor and settle follow its servers'
+    progress), and each scenario module's ``pytest.mark.timeout`` bounds the test. However
+    the call ends (that timeout included) the group is stopped, SIGTERM first, so a
+    simulate stops the servers it started."""
+    command = [sys.executable, str(PROJECT_DIR / "manage.py"), *args]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        code = run_in_group(command, env=env, stdout=out, stderr=err, grace=MANAGE_STOP_GRACE_SECONDS)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(
+            command, code, out.read().decode(errors="replace"), err.read().decode(errors="replace")
+        )
+
+
+def manage_at(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``manage.py <args>`` to its end against the database at ``url`` (a cluster's
     multi-host URL, before any fleet exists), with the scenarios' process environment."""
-    return manage_run({**os.environ, **PROCESS_ENVIRONMENT, "DATABASE_URL": url}, *args, timeout=timeout)
+    return manage_run({**os.environ, **PROCESS_ENVIRONMENT, "DATABASE_URL": url}, *args)
 
 
 def manage_output(url: str, *args: str, allowed: tuple[int, ...] = (0,)) -> str:
-    """``manage.py <args>`` against the database at ``url``, in its own process group
-    (stopped whole however the call ends); its stdout. Fails unless it exits with one of
-    ``allowed``."""
-    env = {**os.environ, "DATABASE_URL": url, "LOG_LEVEL": "WARNING"}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        manage = [sys.executable, str(PROJECT_DIR / "manage.py"), *args]
-        code = run_in_group(manage, env=env, stdout=out, stderr=err, grace=5, timeout=180)
-        out.seek(0)
-        err.seek(0)
-        assert code in allowed, f"manage.py {' '.join(args)} failed ({code}):\n{err.read().decode(errors='replace')}"
-        return out.read().decode()
+    """``manage.py <args>`` against the database at ``url`` (``manage_run``); its stdout.
+    Fails unless it exits with one of ``allowed``."""
+    done = manage_run({**os.environ, "DATABASE_URL": url, "LOG_LEVEL": "WARNING"}, *args)
+    assert done.returncode in allowed, f"manage.py {' '.join(args)} failed ({done.returncode}):\n{done.stderr}"
+    return done.stdout
 
 
 @dataclass(frozen=True)
@@ -183,6 +185,20 @@ class ScenarioDatabase:
         return dict(self.rows(query, params))
 
 
+def wait_runs_succeeded(db: ScenarioDatabase, job_name: str, count: int, *, stall: float = STALL_SECONDS) -> int:
+    """Wait until ``count`` runs of ``job_name`` succeeded on ``db``, for as long as more keep
+    succeeding (TimeoutError after ``stall`` seconds without one); how many did."""
+    query = "SELECT count(*) FROM job_runs WHERE job_name = %s AND status = 'succeeded'"
+    done = [0]
+
+    def left() -> int:
+        done[0] = int(db.scalar(query, [job_name]))
+        return max(count - done[0], 0)
+
+    wait_while_progressing(left, stall=stall, what=f"{count} succeeded {job_name} runs")
+    return done[0]
+
+
 @dataclass(frozen=True)
 class PinnedRun:
     """A payout run pinned by ``Scenario.payout_run_pinned``: its first attempt's fence,
@@ -256,20 +272,29 @@ class Scenario:
         as the count keeps falling (``wait_while_progressing``)."""
         wait_while_progressing(lambda: int(self.db.scalar(query, params)), stall=stall, what=what)
 
-    def wait_for_run(self, job_name: str, status: str, *, timeout: float, attempt: int | None = None) -> int:
-        """Wait until a run of ``job_name`` is in ``status``; return its id."""
+    def wait_for_run(
+        self, job_name: str, status: str, *, attempt: int | None = None, stall: float = STALL_SECONDS
+    ) -> int:
+        """Wait until a run of ``job_name`` is in ``status`` (on its ``attempt``, if given);
+        return its id. For as long as the schedulers keep going: each scheduler pass and each
+        event of the job's runs is a step (``wait_while_progressing``); TimeoutError after
+        ``stall`` seconds without one."""
         query = "SELECT id FROM job_runs WHERE job_name = %s AND status = %s"
         params: list[Any] = [job_name, status]
         if attempt is not None:
             query += " AND attempts = %s"
             params.append(attempt)
+        steps = (
+            "SELECT (SELECT coalesce(sum(passes), 0) FROM job_scheduler_nodes)"
+            " + (SELECT count(*) FROM job_run_events e JOIN job_runs r ON r.id = e.run_id WHERE r.job_name = %s)"
+        )
         found: list[int] = []
 
-        def seen() -> bool:
+        def left() -> int:  # 0 once seen; before that, one less for every step taken
             found[:] = [row[0] for row in self.db.rows(query + " ORDER BY id LIMIT 1", params)]
-            return bool(found)
+            return 0 if found else max(_STEPS_BOUND - int(self.db.scalar(steps, [job_name])), 1)
 
-        wait_for(seen, timeout=timeout, interval=0.02, what=f"a {status} run of {job_name}")
+        wait_while_progressing(left, stall=stall, interval=0.02, what=f"a {status} run of {job_name}")
         return found[0]
 
     def wait_run_reaches(self, run_id: int, status: str, *, stall: float = STALL_SECONDS) -> None:
@@ -298,11 +323,12 @@ class Scenario:
         with self.db.holding(lock) as holder:
             self.start_workers(clock, 2, q_workers=2)
             self.start_schedulers(clock, 2)
-            # The payout run's statement, not one of the every-minute senders' (they read the
-            # restaurants too, and may be the first to queue behind the lock).
             # Booting is one long step with nothing in the database to follow before its end.
-            backend = self.db.wait_blocked_by(holder, timeout=BOOT_STALL_SECONDS, statement_mentions="payouts_payout")
-            run_id = self.wait_for_run("weekly-payouts", "running", timeout=STALL_SECONDS, attempt=1)
+            run_id = self.wait_for_run("weekly-payouts", "running", attempt=1, stall=BOOT_STALL_SECONDS)
+            # One step more: the running job reaching its write. The payout run's statement,
+            # not one of the every-minute senders' (they read the restaurants too, and may be
+            # the first to queue behind the lock).
+            backend = self.db.wait_blocked_by(holder, timeout=STALL_SECONDS, statement_mentions="payouts_payout")
             fence = self.db.scalar("SELECT fence FROM job_runs WHERE id = %s", [run_id])
             yield PinnedRun(run_id=run_id, fence=fence, backend=backend)
 

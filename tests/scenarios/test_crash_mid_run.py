@@ -39,7 +39,7 @@ def test_a_run_killed_mid_write_is_abandoned_and_rerun_paying_each_week_once(sce
     wait_for(lambda: db.backend_gone(blocked), timeout=10, what="the killed worker's backend ending")
     assert db.scalar("SELECT count(*) FROM payouts_payout") == 0
 
-    scenario.wait_for_run("weekly-payouts", "succeeded", timeout=60)
+    scenario.wait_run_reaches(run_id, "succeeded")
     scenario.stop("scheduler")
     scenario.stop("worker")
 

@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from support.processes import SimulatedTime
 from tests.scenarios.cluster import PrivateScenario, ThrowawayCluster
 from tests.scenarios.harness import PostgresServer, Scenario
 from tests.scenarios.ledger import assert_ledger_correct
@@ -48,17 +47,11 @@ def test_a_database_restart_mid_write_leaves_no_partial_payout_and_the_run_is_re
 
 def _restart_mid_write(scenario: Scenario, cluster: ThrowawayCluster) -> None:
     db = scenario.db
-    scenario.seed(restaurants=30, weeks=6, now=START)
-    clock = SimulatedTime.starting(START, speed=SPEED, lead=4.0)
-    with db.holding("LOCK TABLE payouts_payout IN SHARE MODE") as holder:
-        scenario.start_workers(clock, 2, q_workers=2)
-        scenario.start_schedulers(clock, 2)
-        db.wait_blocked_by(holder, timeout=30)
-        run_id = scenario.wait_for_run("weekly-payouts", "running", timeout=5, attempt=1)
-        interrupted_fence = db.scalar("SELECT fence FROM job_runs WHERE id = %s", [run_id])
+    with scenario.payout_run_pinned("LOCK TABLE payouts_payout IN SHARE MODE", start=START, speed=SPEED) as pinned:
+        run_id, interrupted_fence = pinned.run_id, pinned.fence
         cluster.restart()
 
-    scenario.wait_for_run("weekly-payouts", "succeeded", timeout=90)
+    scenario.wait_run_reaches(run_id, "succeeded")
     scenario.stop("scheduler")
     scenario.stop("worker")
 

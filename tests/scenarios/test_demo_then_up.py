@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from support.processes import wait_for
-from tests.scenarios.harness import Scenario
+from support.processes import wait_while_progressing
+from tests.scenarios.harness import BOOT_STALL_SECONDS, Scenario
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
 
@@ -70,8 +70,11 @@ def test_after_the_demo_a_pass_at_the_real_present_raises_no_alert(scenario: Sce
 
     # make up's worker (its scheduler loop and cluster) for a few passes at the real present.
     scenario.fleet.start("up-worker", ["worker"])
-    wait_for(
-        lambda: _passes(scenario) >= 5, timeout=120, interval=0.2, what="five scheduler passes of make up's worker"
+    # Booting is one long step; then each pass is one.
+    wait_while_progressing(
+        lambda: max(5 - _passes(scenario), 0),
+        stall=BOOT_STALL_SECONDS,
+        what="five scheduler passes of make up's worker",
     )
     # The safety net too, which make up's worker runs every five minutes.
     _ok(scenario.manage("run_job", "cancel-stale-orders", "--sync"))

@@ -36,7 +36,14 @@ import pytest
 
 from simulation.services import PROBE_JOB, SETTLEMENT_JOB
 from support.processes import Fleet, SimulatedTime, wait_for
-from tests.scenarios.harness import PROCESS_ENVIRONMENT, Scenario, ScenarioDatabase, manage_at
+from tests.scenarios.harness import (
+    BOOT_STALL_SECONDS,
+    PROCESS_ENVIRONMENT,
+    Scenario,
+    ScenarioDatabase,
+    manage_at,
+    wait_runs_succeeded,
+)
 from tests.scenarios.patroni_cluster import PatroniCluster, patroni_cluster
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(600)]
@@ -78,10 +85,10 @@ def _failover_mid_run(cluster: PatroniCluster, scenario: Scenario) -> None:
     scenario.start_workers(clock, 1, q_workers=2)
     scenario.start_schedulers(clock, 1)
 
-    before = _wait_for_probe_runs(scenario.db, RUNS_BEFORE, timeout=120)
+    before = wait_runs_succeeded(scenario.db, PROBE_JOB, RUNS_BEFORE, stall=BOOT_STALL_SECONDS)
     old_leader = cluster.leader()
     # Mid-run: a settlement run (three simulated minutes, heartbeating) has just started.
-    cut_off = scenario.wait_for_run(SETTLEMENT_JOB, "running", timeout=120, attempt=1)
+    cut_off = scenario.wait_for_run(SETTLEMENT_JOB, "running", attempt=1)
     cut_off_fence = scenario.db.scalar("SELECT fence FROM job_runs WHERE id = %s", [cut_off])
     claims_before = _claims(scenario.db)
     recovery, new_db = _kill_leader_and_wait(cluster, scenario, clock)
@@ -89,16 +96,12 @@ def _failover_mid_run(cluster: PatroniCluster, scenario: Scenario) -> None:
         f"failover {recovery.old_leader} -> {recovery.new_leader}: first claim on the new leader "
         f"{recovery.first_claim_seconds:.1f} s after the kill, first run started {recovery.first_start_seconds:.1f} s"
     )
-    _wait_for_probe_runs(new_db, before + RUNS_AFTER, timeout=180)
+    wait_runs_succeeded(new_db, PROBE_JOB, before + RUNS_AFTER)
+    on_new_leader = Scenario(db=new_db, fleet=scenario.fleet)
     # The run cut off by the crash is retried like an abandoned one, under a new fence.
-    wait_for(
-        lambda: new_db.scalar("SELECT status FROM job_runs WHERE id = %s", [cut_off]) == "succeeded",
-        timeout=180,
-        interval=0.2,
-        what=f"the cut-off {SETTLEMENT_JOB} run {cut_off} succeeding on the new leader",
-    )
+    on_new_leader.wait_run_reaches(cut_off, "succeeded")
     scenario.stop("scheduler")
-    wait_for(lambda: new_db.scalar(_UNFINISHED) == 0, timeout=120, interval=0.2, what="runs finishing")
+    on_new_leader.wait_until_idle()
     scenario.stop("worker")
 
     assert recovery.new_leader != old_leader.name
@@ -134,9 +137,6 @@ def _failover_mid_run(cluster: PatroniCluster, scenario: Scenario) -> None:
     assert len({fence for _, fence in started}) == len(started), "a token was handed out twice"
 
 
-_UNFINISHED = "SELECT count(*) FROM job_runs WHERE status IN ('enqueued', 'running')"
-
-
 def _kill_leader_and_wait(
     cluster: PatroniCluster, scenario: Scenario, clock: SimulatedTime
 ) -> tuple[Recovery, ScenarioDatabase]:
@@ -170,19 +170,6 @@ def _kill_leader_and_wait(
         first_start_seconds=seen["start"],
     )
     return recovery, new_db
-
-
-def _wait_for_probe_runs(db: ScenarioDatabase, count: int, *, timeout: float) -> int:
-    """Wait until ``count`` probe runs succeeded; how many did."""
-    query = "SELECT count(*) FROM job_runs WHERE job_name = %s AND status = 'succeeded'"
-    done: list[int] = [0]
-
-    def enough() -> bool:
-        done[0] = int(db.scalar(query, [PROBE_JOB]))
-        return done[0] >= count
-
-    wait_for(enough, timeout=timeout, interval=0.2, what=f"{count} succeeded {PROBE_JOB} runs")
-    return done[0]
 
 
 def _claims(db: ScenarioDatabase) -> list[tuple[str, datetime, str]]:

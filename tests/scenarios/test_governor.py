@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from simulation.probe_jobs import SLOW_PROBE_VARIABLE
+from simulation.services import PROBE_JOB
 from support.processes import wait_for
-from tests.scenarios.harness import Scenario
+from tests.scenarios.harness import BOOT_STALL_SECONDS, Scenario
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
 
@@ -74,11 +75,8 @@ def test_a_run_stopped_before_it_settled_still_prints_its_report_with_the_reason
         return "started 1 servers" in simulate.log_path.read_text(errors="replace")
 
     wait_for(running, timeout=120, what="the simulation starting its servers")
-    wait_for(
-        lambda: scenario.db.scalar("SELECT count(*) FROM job_runs WHERE status = 'succeeded'") > 0,
-        timeout=120,
-        what="a run finishing",
-    )
+    # The servers' boot is one long step; then each scheduler pass and each event of a probe run is one.
+    scenario.wait_for_run(PROBE_JOB, "succeeded", stall=BOOT_STALL_SECONDS)
     simulate.send(signal.SIGTERM)  # as a supervisor or `timeout` stops it
     assert simulate.popen is not None
     try:

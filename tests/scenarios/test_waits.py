@@ -53,3 +53,11 @@ def test_runs_nobody_executes_fail_the_drain_a_stall_after_they_were_claimed(sce
     with pytest.raises(TimeoutError, match=r"runs finishing: [1-9][0-9]* left, and no progress for 3 s"):
         scenario.wait_until_idle(stall=3.0)
     assert time.monotonic() - started < 3.0 + 10
+
+
+def test_a_wait_for_a_run_fails_a_stall_after_the_schedulers_last_pass(scenario: Scenario) -> None:
+    """No scheduler makes a pass, so nothing claims the run: the wait fails after its stall."""
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"a succeeded run of weekly-payouts: .* no progress for 1 s"):
+        scenario.wait_for_run("weekly-payouts", "succeeded", stall=1.0)
+    assert time.monotonic() - started < 1.0 + 10
