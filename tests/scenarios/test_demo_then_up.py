@@ -50,7 +50,8 @@ def test_after_the_demo_a_pass_at_the_real_present_raises_no_alert(scenario: Sce
     checked = scenario.manage("check_runs", "--alert")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.startswith("OK: no problems")
-    assert scenario.db.scalar("SELECT count(*) FROM job_run_alerts") == 0
+    alerts = scenario.db.rows("SELECT job_name, scheduled_for, kind, detail, resolved_at FROM job_run_alerts")
+    assert alerts == [], alerts
 
     # What a deployed process declares (this test process's registry also holds the jobs
     # other tests declared).
