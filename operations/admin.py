@@ -107,7 +107,7 @@ class JobNameFilter(admin.SimpleListFilter):
 
 class SkipReasonFilter(admin.SimpleListFilter):
     """Filter skipped runs by reason: ``status = 'skipped'`` too, so the (status,
-    scheduled_for) index job_run_status finds them among millions of other runs."""
+    scheduled_for) index job_run_status_rare finds them among millions of other runs."""
 
     title = "skip reason"
     parameter_name = "skip_reason"
@@ -158,8 +158,9 @@ class JobRunAdmin(ReadOnlyMixin, _JobRunAdmin):
     # (with its epoch) are on the run's page.
     list_display = ("id", "job_name", "subject", "scheduled_for", "trigger", "status", "attempts", "late_by", "took")
     # Every filter has fixed choices (the registry's jobs, the model's choices) and an index
-    # behind it: job_run_by_job, job_run_status_settled (job_run_enqueued_since and
-    # job_run_running for the runs in flight), job_run_by_hand (trigger manual/backfill;
+    # behind it: job_run_by_job, job_run_status_rare (the failures and skips; succeeded and
+    # scheduled runs through job_run_recent, enqueued and running ones through
+    # job_run_enqueued_since and job_run_running), job_run_by_hand (trigger manual/backfill;
     # cron and delayed rows are most of the table). The default ordering
     # (-scheduled_for, -id) is served by job_run_recent, and so is the date drill-down,
     # which offers calendar days (jobrun/change_list.html) instead of a DISTINCT.

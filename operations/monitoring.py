@@ -267,12 +267,12 @@ def run_expected_duration(*, job_name: str, timeout_seconds: int) -> timedelta:
 
 
 def runs_ended_badly(*, window: CheckWindow) -> list[Problem]:
-    # Dead runs are rare: the (status, scheduled_for) index job_run_status finds them all;
+    # Dead runs are rare: the (status, scheduled_for) index job_run_status_rare finds them all;
     # one that died in the window is reported even if its tick is older.
     dead = JobRun.objects.filter(status=RunStatus.DEAD).filter(
         Q(scheduled_for__gt=window.start) | Q(finished_at__gt=window.start)
     )
-    # Skips are common: job_run_status serves status = 'skipped' AND scheduled_for > start.
+    # Skips are more common: job_run_status_rare serves status = 'skipped' AND scheduled_for > start.
     # A run end_simulation retired is not a problem of this deployment.
     skipped = JobRun.objects.filter(status=RunStatus.SKIPPED, scheduled_for__gt=window.start).exclude(
         skip_reason=SkipReason.SIMULATION_ENDED

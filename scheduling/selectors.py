@@ -68,8 +68,7 @@ def run_in_flight_exists(*, job_name: str, subject_prefix: str, subject_id: Oute
     """Whether ``job_name`` has a run that will still act (not finished) about the subject
     ``<subject_prefix><subject_id>``, for filtering the rows the subjects name:
     ``subject_id`` is an expression such as ``OuterRef("id")``. Served by job_run_claim_key
-    (job_name, subject), or, while few runs are in flight, by one scan of job_run_status
-    that PostgreSQL then keeps in memory."""
+    (job_name, subject)."""
     subject = Concat(Value(subject_prefix), Cast(subject_id, output_field=CharField()))
     return Exists(JobRun.objects.filter(job_name=job_name, subject=subject, status__in=IN_FLIGHT_STATUSES))
 
