@@ -9,7 +9,7 @@ Every read is bounded, so a scrape costs the same on ten million runs as on none
 2. runs by job and status whose logical time is inside the missed-run check's window:
    a range of ``job_run_recent`` (the window's runs, not the history);
 3. the backlog, runs due and not started: the due ones through ``job_run_due``, the
-   enqueued ones through ``job_run_live``; counted up to BACKLOG_COUNT_LIMIT;
+   enqueued ones through ``job_run_enqueued_since``; counted up to BACKLOG_COUNT_LIMIT;
 4. django-q2's queued tasks (its queue table only holds tasks not yet done), counted up
    to the same limit;
 5. open problems of the missed-run check by kind (``job_run_alert_open``);
@@ -17,7 +17,7 @@ Every read is bounded, so a scrape costs the same on ten million runs as on none
 7. the fencing tokens' epoch (the primary's timeline, which a failover moves), the
    newest token (the epoch and the sequence's last value, no token taken), when the
    missed-run check first saw the epoch after an older one (``job_fence_epochs``), and the
-   runs still running under an older epoch (``job_run_live``: running runs only);
+   runs still running under an older epoch (``job_run_running``: running runs only);
 8. per job, its schedule's expected interval (computed from the cron expression, cached
    per expression, zone and year) and when it was first registered (``job_schedules``);
 9. the figures the apps declare over their own tables (``database_gauges``), bounded

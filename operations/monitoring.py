@@ -330,7 +330,7 @@ def _epoch_changes(*, window: CheckWindow) -> list[Problem]:
 
 def _runs_older(epoch: int) -> list[JobRun]:
     """Runs still running with a token of an epoch below ``epoch`` (the partial index
-    job_run_live holds the running runs only)."""
+    job_run_running holds the running runs only)."""
     base = epoch << sql.FENCE_COUNTER_BITS
     running = JobRun.objects.filter(status=RunStatus.RUNNING, fence__gte=FIRST_EPOCH_TOKEN, fence__lt=base)
     return list(running.order_by("scheduled_for", "id"))

@@ -284,8 +284,8 @@ def _jobs_with_long_runs(*, now: datetime) -> set[str]:
     """The jobs with a run started longer ago than the shortest timeout: the only ones
     that can have a silent run (a heartbeat is never older than the start).
 
-    One query without locks for every job (the partial index job_run_live holds exactly
-    the enqueued and running runs), so a pass with nothing silent, nearly every pass,
+    One query without locks for every job (the partial index job_run_running holds exactly
+    the running runs), so a pass with nothing silent, nearly every pass,
     costs one round trip here instead of a transaction per job. Under a stream of due
     runs the loop passes several times a second, and on a busy machine every round trip
     waits for a CPU (bench/cancellations.py).

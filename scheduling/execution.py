@@ -161,7 +161,7 @@ def runs_blocking(
 
 
 def runs_running(*, job: Job, exclude_id: int | None = None) -> list[JobRun]:
-    """The job's runs now running (served by the partial index job_run_live)."""
+    """The job's runs now running (served by the partial index job_run_running)."""
     running = JobRun.objects.filter(job_name=job.name, status=RunStatus.RUNNING).order_by("id")
     return list(running.exclude(id=exclude_id) if exclude_id is not None else running)
 
