@@ -22,7 +22,6 @@ from django.db.models import Min, Q
 from operations.metrics import fence_state
 from scheduling import cron, sql
 from scheduling.models import (
-    IN_FLIGHT_STATUSES,
     FenceEpoch,
     JobRun,
     JobRunEvent,
@@ -210,12 +209,10 @@ def _job_ticks_unclaimed(*, job: Job, schedule: Schedule, window: CheckWindow) -
 
 
 def runs_in_flight(*, window: CheckWindow) -> list[Problem]:
-    # Served by the partial indexes job_run_live and job_run_due: both hold only runs in
-    # flight, so they stay small.
-    runs = JobRun.objects.filter(status__in=IN_FLIGHT_STATUSES).exclude(
-        status=RunStatus.SCHEDULED, due_at__gt=window.horizon
-    )
-    problems = (_in_flight_problem(run, window=window) for run in runs.order_by("scheduled_for", "id"))
+    # Each kind of run in flight read through the partial index that holds exactly it; a
+    # scheduled run due after the horizon, or one enqueued after it, is not late yet.
+    runs = _ordered(sql.runs_in_flight(horizon=window.horizon))
+    problems = (_in_flight_problem(run, window=window) for run in runs)
     return [problem for problem in problems if problem is not None]
 
 
@@ -225,8 +222,6 @@ def _in_flight_problem(run: JobRun, *, window: CheckWindow) -> Problem | None:
         return _problem(run, ProblemKind.NOT_STARTED, detail, summary=NEVER_ENQUEUED)
     if run.status == RunStatus.ENQUEUED:
         assert run.enqueued_at is not None  # the check job_run_enqueued_has_enqueued_at
-        if run.enqueued_at > window.horizon:
-            return None
         detail = f"enqueued at {_hm(run.enqueued_at)} and never started"
         return _problem(run, ProblemKind.NOT_STARTED, detail, summary=NEVER_STARTED)
     if run.status == RunStatus.RUNNING:

@@ -278,3 +278,35 @@ WHERE status IN ('scheduled', 'failed', 'abandoned') AND due_at IS NOT NULL
   AND array_position(%(active)s::text[], job_name) IS NOT NULL
 ORDER BY due_at LIMIT 1
 """
+
+# The runs in flight the missed-run check judges at ``horizon`` (operations.monitoring), each
+# kind read through the partial index that holds exactly it, its condition said word for
+# word (SQLite's planner matches a list of statuses only as written, never a list of
+# parameters): scheduled runs due by ``horizon`` (a range of job_run_due), runs waiting for
+# a retry whenever it is due (two statuses of job_run_status_rare), runs enqueued by
+# ``horizon`` (a range of job_run_enqueued_since) and the running runs (job_run_running).
+# A test of every status in flight at once is one no index serves (every run read), and
+# job_run_due read whole is every run claimed for later. No ORDER BY: SQLite then read two
+# of the four kinds through job_run_recent, every run, to merge them in order; the caller
+# sorts the few. PostgreSQL and SQLite run it as written.
+RUNS_IN_FLIGHT = """
+SELECT id, job_name, subject, scheduled_for, due_at, status, trigger, attempts, fence, created_at,
+       enqueued_at, started_at, heartbeat_at, finished_at, worker, skip_reason, error, result, overlap
+FROM job_runs
+WHERE status IN ('scheduled', 'failed', 'abandoned') AND status = 'scheduled' AND due_at <= %(horizon)s
+UNION ALL
+SELECT id, job_name, subject, scheduled_for, due_at, status, trigger, attempts, fence, created_at,
+       enqueued_at, started_at, heartbeat_at, finished_at, worker, skip_reason, error, result, overlap
+FROM job_runs
+WHERE status IN ('failed', 'abandoned', 'dead', 'skipped', 'superseded') AND status IN ('failed', 'abandoned')
+UNION ALL
+SELECT id, job_name, subject, scheduled_for, due_at, status, trigger, attempts, fence, created_at,
+       enqueued_at, started_at, heartbeat_at, finished_at, worker, skip_reason, error, result, overlap
+FROM job_runs
+WHERE enqueued_at IS NOT NULL AND status = 'enqueued' AND enqueued_at <= %(horizon)s
+UNION ALL
+SELECT id, job_name, subject, scheduled_for, due_at, status, trigger, attempts, fence, created_at,
+       enqueued_at, started_at, heartbeat_at, finished_at, worker, skip_reason, error, result, overlap
+FROM job_runs
+WHERE status = 'running'
+"""

@@ -337,6 +337,17 @@ def first_due_at(*, active: Sequence[str]) -> datetime | None:
     return _instant(rows[0][0]) if rows else None
 
 
+# --- The missed-run check (operations.monitoring) -----------------------------------------
+
+
+def runs_in_flight(*, horizon: datetime) -> list[JobRun]:
+    """The runs not finished that the missed-run check judges at ``horizon``, in no order:
+    scheduled runs due by then, runs waiting for a retry, runs enqueued by then and the
+    running runs (``queries.RUNS_IN_FLIGHT``, on either database: each kind through its own
+    partial index)."""
+    return fetch_instances(JobRun, queries.RUNS_IN_FLIGHT, {"horizon": horizon})
+
+
 # --- Retention (operations.retention) ------------------------------------------------------
 
 

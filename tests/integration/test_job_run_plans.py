@@ -19,10 +19,16 @@ condition and ANDed a bitmap of every run of the job (job_run_by_job) with job_r
 so with thousands of runs claimed for later and a handful due, the take read all of them;
 and the take's generic plan merge-joined its UPDATE with the whole primary key. Those
 reads are explained as prepared statements, with a custom plan and with the generic one.
+
+The missed-run check's runs in flight (scheduled runs due, retries, enqueued and running
+runs) are read each kind through the partial index that holds exactly it: not a test of
+every status in flight at once, which no index serves (every finished run read), nor
+job_run_due whole (every run claimed for later).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -32,6 +38,7 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 
+from operations.monitoring import CheckWindow, runs_in_flight
 from scheduling import sql
 from scheduling.context import RunContext
 from scheduling.dispatch import runs_abandon_silent, tick_pass
@@ -212,18 +219,24 @@ def claimed_for_later() -> None:
         )
 
 
-def _entries_read(sql: str, params: dict[str, Any], plan_cache_mode: str) -> list[tuple[str, int]]:
-    """Each scan of job_runs in the statement's plan, prepared (PREPARE, its named parameters
-    numbered) and executed under ``plan_cache_mode``: a custom plan for the parameters, or
-    the generic plan a connection settles on after five runs; then undone. For each, the
-    rows it read (returned, removed by filter or by a recheck) and, for a bitmap scan of
-    one of job_runs' indexes, the entries it read."""
-    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
-    numbered = re.sub(r"%\((\w+)\)s", lambda name: f"${names.index(name[1]) + 1}", sql)
+def _entries_read(sql: str, params: Any, plan_cache_mode: str) -> list[tuple[str, int]]:
+    """Each scan of job_runs in the statement's plan, prepared (PREPARE, its parameters,
+    named or the ORM's positional ones, numbered) and executed under ``plan_cache_mode``: a
+    custom plan for the parameters, or the generic plan a connection settles on after five
+    runs; then undone. For each, the rows it read (returned, removed by filter or by a
+    recheck) and, for a bitmap scan of one of job_runs' indexes, the entries it read."""
+    if isinstance(params, dict):
+        names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
+        numbered = re.sub(r"%\((\w+)\)s", lambda name: f"${names.index(name[1]) + 1}", sql)
+        values = [params[name] for name in names]
+    else:
+        numbers = itertools.count(1)
+        numbered = re.sub(r"%s", lambda _: f"${next(numbers)}", sql)
+        values = list(params)
     with connection.cursor() as cursor:
         cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'job_runs'")
         indexes = {name for (name,) in cursor.fetchall()}
-    arguments = ", ".join(["%s"] * len(names))
+    arguments = ", ".join(["%s"] * len(values))
     prepared = False
     try:
         # Client-side binding: a utility statement (EXPLAIN EXECUTE) takes no bound parameters.
@@ -231,9 +244,7 @@ def _entries_read(sql: str, params: dict[str, Any], plan_cache_mode: str) -> lis
             cursor.execute(f"SET LOCAL plan_cache_mode = {plan_cache_mode}")
             cursor.execute(f"PREPARE due_read AS {numbered}")
             prepared = True
-            cursor.execute(
-                f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE due_read({arguments})", [params[name] for name in names]
-            )
+            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE due_read({arguments})", values)
             row = cursor.fetchone()
             transaction.set_rollback(True)
     finally:
@@ -282,3 +293,64 @@ def test_a_read_of_due_runs_without_statistics_reads_only_the_due_runs(
         assert scans, statement
         # Bounded by the DUE runs, not by the LATER ones.
         assert all(rows <= DUE_READ for _, rows in scans), (scans, statement)
+
+
+# The missed-run check's history: runs that finished before NOW, and the runs claimed for after it.
+FINISHED = 20_000
+# Each partial index runs_in_flight reads, by the kind of run it holds.
+IN_FLIGHT_INDEXES = {"job_run_due", "job_run_status_rare", "job_run_enqueued_since", "job_run_running"}
+
+
+@pytest.fixture
+def check_history() -> None:
+    """FINISHED runs finished before NOW and LATER delayed runs due after it, analysed;
+    then (not analysed, as they come and go) DUE of each kind in flight at NOW: due and
+    never enqueued, failed and abandoned (retrying, due after NOW), enqueued before NOW and
+    after it, running."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL plans")
+    runs = """
+        INSERT INTO job_runs (job_name, subject, scheduled_for, due_at, status, trigger, attempts, created_at,
+                              enqueued_at, started_at, heartbeat_at, finished_at, worker, skip_reason, error, overlap)
+        SELECT %(job)s, %(kind)s || n, %(at)s + n * interval '1 second', %(due)s + n * interval '1 second',
+               %(status)s, 'delayed', 1, %(at)s, %(enqueued)s, %(started)s, %(started)s, %(finished)s, '', '', '', ''
+        FROM generate_series(1, %(count)s) AS n
+    """
+    early = NOW - timedelta(days=1)
+    kinds = [
+        ("finished:", RunStatus.SUCCEEDED, FINISHED, early, early, early, early),
+        ("later:", RunStatus.SCHEDULED, LATER, NOW, None, None, None),
+    ]
+    in_flight = [
+        ("due:", RunStatus.SCHEDULED, DUE, early, None, None, None),
+        ("failed:", RunStatus.FAILED, DUE, NOW, None, None, early),
+        ("abandoned:", RunStatus.ABANDONED, DUE, NOW, None, None, early),
+        ("enqueued:", RunStatus.ENQUEUED, DUE, early, early, None, None),
+        ("enqueued-later:", RunStatus.ENQUEUED, DUE, NOW, NOW, None, None),
+        ("running:", RunStatus.RUNNING, DUE, early, early, early, None),
+    ]
+    with connection.cursor() as cursor:
+        for batch in (kinds, in_flight):
+            for kind, status, count, due, enqueued, started, finished in batch:
+                values = {"enqueued": enqueued, "started": started, "finished": finished, "count": count}
+                cursor.execute(
+                    runs, {"job": DELAYED.name, "kind": kind, "at": early, "due": due, "status": status, **values}
+                )
+            if batch is kinds:
+                cursor.execute("ANALYZE job_runs")
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
+def test_the_runs_in_flight_are_read_through_their_own_indexes(check_history: None, plan_cache_mode: str):
+    window = CheckWindow.ending(NOW)
+    problems = runs_in_flight(window=window)
+    # Due, retrying (whenever due), enqueued by the horizon and running: not the later ones.
+    assert len(problems) == 5 * DUE, problems
+    (statement, params), *others = _statements(lambda: runs_in_flight(window=window))
+    assert not others, others
+    scans = _entries_read(statement, params, plan_cache_mode)
+    # Each kind through its own index ("Index Scan job_run_due"; a Seq Scan names none) ...
+    assert {scan.split(" ")[-1] for scan, _ in scans} == IN_FLIGHT_INDEXES, scans
+    # ... reading the runs in flight (and, in job_run_due's range, the retries due by then),
+    # not the FINISHED runs or the LATER ones.
+    assert all(rows <= DUE_READ for _, rows in scans), scans

@@ -4,6 +4,7 @@ and check_runs' exit code (0 when all is well, 1 when anything needs attention).
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from io import StringIO
 
@@ -11,12 +12,15 @@ import pytest
 import time_machine
 from django.core.management import call_command, execute_from_command_line
 from django.core.management.base import CommandError
+from django.db import connection
 
 from operations.monitoring import runs_check
+from scheduling import queries
 from scheduling.models import JobRun, ProblemKind, RunStatus, SkipReason, Trigger
 from scheduling.registry import registry
 from scheduling.schedules import schedules_register
 from tests.engine import T0, make_job
+from tiffin.db import adapt
 
 # The check runs at NOW; the job was first seen two days earlier, ticks every hour.
 NOW = T0  # 2027-03-01 12:00 UTC
@@ -154,6 +158,15 @@ def test_a_young_tick_within_the_grace_is_not_judged_yet(clean_history):
     assert len(runs_check(now=NOW - timedelta(hours=1) + timedelta(minutes=6))) == 1
 
 
+def test_a_run_enqueued_within_the_grace_is_not_judged_yet(clean_history):
+    tick = NOW - timedelta(hours=1)
+    fields = {"started_at": None, "heartbeat_at": None, "attempts": 0, "fence": None}
+    _replace_tick(tick, RunStatus.ENQUEUED, enqueued_at=NOW - timedelta(minutes=4), **fields)
+    assert runs_check(now=NOW) == []
+    later = runs_check(now=NOW + timedelta(minutes=2))
+    assert [(p.kind, p.scheduled_for) for p in later] == [(ProblemKind.NOT_STARTED, tick)]
+
+
 def test_ticks_before_the_job_was_first_seen_are_not_expected(db):
     with registry.replaced(HOURLY):
         schedules_register(now=NOW - timedelta(hours=3, minutes=30))
@@ -236,3 +249,20 @@ def test_never_started_runs_group_per_job_and_kind_with_their_count_and_range(db
     # Machines still get every run, each with its own due time.
     problems = json.loads(as_json)["problems"]
     assert len(problems) == 340 and len({p["detail"] for p in problems}) == 340
+
+
+def test_on_sqlite_each_kind_of_run_in_flight_is_read_through_its_own_index(db):
+    # SQLite's planner uses a partial index only when the statement says its condition as
+    # written (PostgreSQL's plans: test_job_run_plans).
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's plan")
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + queries.RUNS_IN_FLIGHT, {"horizon": adapt(NOW)})
+        scans = [row[-1] for row in cursor.fetchall() if row[-1].startswith(("SCAN", "SEARCH"))]
+    indexes = [re.search(r"USING (?:COVERING )?INDEX (\w+)", scan) for scan in scans]
+    assert [index[1] if index else scan for index, scan in zip(indexes, scans, strict=True)] == [
+        "job_run_due",
+        "job_run_status_rare",
+        "job_run_enqueued_since",
+        "job_run_running",
+    ]

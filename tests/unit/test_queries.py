@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from scheduling import queries, queries_sqlite, sql_sqlite
-from scheduling.models import DUE_STATUSES, JobRun
+from scheduling.models import DUE_STATUSES, RARE_STATUSES, RETRY_STATUSES, JobRun
 from scheduling.sql import CLAIM_COLUMNS, SCHEDULE_DECLARED_COLUMNS
 
 RUN_COLUMNS = [field.column for field in JobRun._meta.concrete_fields]
@@ -25,6 +25,7 @@ def test_every_statement_returning_runs_returns_every_column_in_the_models_order
         "START_RUNS": queries.START_RUNS,
         "STALE_RUNS": queries.STALE_RUNS,
         "queries_sqlite.STALE_RUNS": queries_sqlite.STALE_RUNS,
+        "RUNS_IN_FLIGHT": queries.RUNS_IN_FLIGHT,
     }
     for name, statement in whole.items():
         lists = re.findall(r"(?:RETURNING|SELECT) (id, job_name,.*?)\s+(?:\)|FROM|$)", statement, re.S)
@@ -51,6 +52,18 @@ def test_the_due_statuses_are_the_partial_index_ones():
     for statement in [*due_reads, queries_sqlite.FIND_PASS_WORK, queries_sqlite.FIRST_DUE_AT, sql_sqlite.DUE_RUN_IDS]:
         (listed,) = re.findall(r"status IN \((.*?)\)", statement)
         assert [name.strip("'") for name in _names(listed)] == list(DUE_STATUSES)
+
+
+def test_each_kind_of_run_in_flight_says_its_index_condition_and_its_own_statuses():
+    def statuses(branch: str) -> list[list[str]]:
+        lists = [[name.strip("'") for name in _names(listed)] for listed in re.findall(r"status IN \((.*?)\)", branch)]
+        return lists + [[name] for name in re.findall(r"status = '(\w+)'", branch)]
+
+    due, retrying, enqueued, running = (statuses(branch) for branch in queries.RUNS_IN_FLIGHT.split("UNION ALL"))
+    assert due == [list(DUE_STATUSES), ["scheduled"]]  # job_run_due
+    assert retrying == [list(RARE_STATUSES), list(RETRY_STATUSES)]  # job_run_status_rare
+    assert enqueued == [["enqueued"]]  # job_run_enqueued_since (with enqueued_at IS NOT NULL)
+    assert running == [["running"]]  # job_run_running
 
 
 def test_the_sqlite_pass_reads_are_the_postgresql_ones_but_for_the_job_name_lists():
