@@ -35,7 +35,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Max, Min, OuterRef, QuerySet, Subquery
+from django.db.models import Count, Max, OuterRef, QuerySet, Subquery
 from django_q.models import OrmQ
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -45,7 +45,6 @@ from prometheus_client.registry import Collector
 from scheduling import cron, queries, sql
 from scheduling.metrics import PROCESS_REGISTRY, metrics_directory
 from scheduling.models import (
-    ENQUEUED_SINCE,
     FenceCounter,
     FenceEpoch,
     JobRun,
@@ -66,7 +65,6 @@ FINISHED_STATUSES = (
     RunStatus.SKIPPED,
     RunStatus.SUPERSEDED,
 )
-DUE_STATUSES = (RunStatus.SCHEDULED, RunStatus.FAILED, RunStatus.ABANDONED)
 # Counts of waiting work stop here: past it, the number matters less than the alert.
 BACKLOG_COUNT_LIMIT = 100_000
 # Ticks sampled to find a schedule's longest gap (a minutely job: about three days).
@@ -177,23 +175,21 @@ def _runs_in_window(now: datetime) -> Metric:
 
 
 def _backlog(now: datetime) -> Iterator[Metric]:
-    """Runs due and not started: due delayed runs and retries, and enqueued runs."""
-    due = JobRun.objects.filter(status__in=DUE_STATUSES, due_at__lte=now)
-    # Every enqueued run has its enqueued_at; saying so is what lets job_run_enqueued_since
-    # serve the read (each in-flight index serves only statements that test its key).
-    enqueued = JobRun.objects.filter(ENQUEUED_SINCE)
-    count = sum(_capped_count(rows.order_by()) for rows in (due, enqueued))
-    oldest = [rows.aggregate(oldest=Min("due_at"))["oldest"] for rows in (due, enqueued)]
+    """Runs due and not started: due delayed runs and retries, and enqueued runs
+    (``sql.backlog``: each kind through its own partial index, its statuses said as the
+    index's condition says them)."""
+    waiting = sql.backlog(now=now, limit=BACKLOG_COUNT_LIMIT)
+    oldest = [moment for moment in (waiting.oldest_due, waiting.oldest_enqueued) if moment is not None]
     backlog = GaugeMetricFamily(
         "tiffin_backlog_runs",
         f"Runs due and not yet started (scheduled or retrying past their due time, or enqueued); "
         f"counted up to {BACKLOG_COUNT_LIMIT} of each kind.",
-        value=float(count),
+        value=float(waiting.due + waiting.enqueued),
     )
     age = GaugeMetricFamily(
         "tiffin_backlog_oldest_age_seconds",
         "How long the oldest run due and not yet started has been due (0 when none is).",
-        value=max([(now - moment).total_seconds() for moment in oldest if moment is not None] + [0.0]),
+        value=max([(now - moment).total_seconds() for moment in oldest] + [0.0]),
     )
     yield from (backlog, age)
 

@@ -310,3 +310,24 @@ SELECT id, job_name, subject, scheduled_for, due_at, status, trigger, attempts, 
 FROM job_runs
 WHERE status = 'running'
 """
+
+# The backlog /metrics reads at ``now`` (operations.metrics): how many runs are due and not
+# started, each kind counted up to ``limit``, and the oldest due_at of each. The due delayed
+# runs and retries are a range of job_run_due, its condition said word for word; the enqueued
+# runs are job_run_enqueued_since's, its condition (enqueued_at IS NOT NULL) said likewise.
+# The statuses are literals: a list of parameters (the ORM's status IN (%s, %s, %s)) let
+# SQLite's planner match no partial index, and PostgreSQL's generic plan (server-side
+# binding prepares after five runs) none either: both scanned every run. PostgreSQL and
+# SQLite run it as written.
+BACKLOG = """
+SELECT
+  (SELECT count(*) FROM (
+     SELECT 1 FROM job_runs WHERE status IN ('scheduled', 'failed', 'abandoned') AND due_at <= %(now)s
+     LIMIT %(limit)s
+   ) AS due),
+  (SELECT min(due_at) FROM job_runs WHERE status IN ('scheduled', 'failed', 'abandoned') AND due_at <= %(now)s),
+  (SELECT count(*) FROM (
+     SELECT 1 FROM job_runs WHERE enqueued_at IS NOT NULL AND status = 'enqueued' LIMIT %(limit)s
+   ) AS enqueued),
+  (SELECT min(due_at) FROM job_runs WHERE enqueued_at IS NOT NULL AND status = 'enqueued')
+"""

@@ -348,6 +348,28 @@ def runs_in_flight(*, horizon: datetime) -> list[JobRun]:
     return fetch_instances(JobRun, queries.RUNS_IN_FLIGHT, {"horizon": horizon})
 
 
+# --- /metrics (operations.metrics) ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """The runs due and not started at an instant, each kind counted up to a limit."""
+
+    due: int  # scheduled runs and retries due by then
+    enqueued: int  # runs waiting for a worker
+    oldest_due: datetime | None  # the earliest due_at of each kind (None: none)
+    oldest_enqueued: datetime | None
+
+
+def backlog(*, now: datetime, limit: int) -> Backlog:
+    """The backlog at ``now``, each count stopping at ``limit`` rows (``queries.BACKLOG``,
+    on either database: each kind through its own partial index)."""
+    ((due, oldest_due, enqueued, oldest_enqueued),) = fetch(queries.BACKLOG, {"now": now, "limit": limit})
+    return Backlog(
+        due=int(due), enqueued=int(enqueued), oldest_due=_instant(oldest_due), oldest_enqueued=_instant(oldest_enqueued)
+    )
+
+
 # --- Retention (operations.retention) ------------------------------------------------------
 
 

@@ -23,7 +23,8 @@ reads are explained as prepared statements, with a custom plan and with the gene
 The missed-run check's runs in flight (scheduled runs due, retries, enqueued and running
 runs) are read each kind through the partial index that holds exactly it: not a test of
 every status in flight at once, which no index serves (every finished run read), nor
-job_run_due whole (every run claimed for later).
+job_run_due whole (every run claimed for later). The backlog /metrics counts (due runs,
+enqueued runs) is read likewise: a range of job_run_due and job_run_enqueued_since.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 
+from operations.metrics import _backlog
 from operations.monitoring import CheckWindow, runs_in_flight
 from scheduling import sql
 from scheduling.context import RunContext
@@ -353,4 +355,20 @@ def test_the_runs_in_flight_are_read_through_their_own_indexes(check_history: No
     assert {scan.split(" ")[-1] for scan, _ in scans} == IN_FLIGHT_INDEXES, scans
     # ... reading the runs in flight (and, in job_run_due's range, the retries due by then),
     # not the FINISHED runs or the LATER ones.
+    assert all(rows <= DUE_READ for _, rows in scans), scans
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
+def test_the_metrics_backlog_is_read_through_the_due_and_enqueued_indexes(check_history: None, plan_cache_mode: str):
+    # Due and never enqueued, and enqueued (before NOW and at it); not the retries, due
+    # after NOW, nor the LATER runs.
+    assert sql.backlog(now=NOW, limit=10 * DUE) == sql.backlog(now=NOW, limit=100_000)
+    waiting = sql.backlog(now=NOW, limit=100_000)
+    assert (waiting.due, waiting.enqueued) == (DUE, 2 * DUE), waiting
+    scans = []
+    for statement, params in _statements(lambda: list(_backlog(NOW))):
+        scans += _entries_read(statement, params, plan_cache_mode)
+    # Through the two indexes ("Index Only Scan job_run_due"; a Seq Scan names none) ...
+    assert {scan.split(" ")[-1] for scan, _ in scans} == {"job_run_due", "job_run_enqueued_since"}, scans
+    # ... reading the runs due and enqueued, not the FINISHED runs or the LATER ones.
     assert all(rows <= DUE_READ for _, rows in scans), scans

@@ -54,6 +54,13 @@ def test_the_due_statuses_are_the_partial_index_ones():
         assert [name.strip("'") for name in _names(listed)] == list(DUE_STATUSES)
 
 
+def test_the_backlog_says_the_due_and_enqueued_index_conditions():
+    due_lists = [_names(listed) for listed in re.findall(r"status IN \((.*?)\)", queries.BACKLOG)]
+    assert [[name.strip("'") for name in listed] for listed in due_lists] == [list(DUE_STATUSES)] * 2  # job_run_due
+    # job_run_enqueued_since, its condition as written: both reads of the enqueued runs.
+    assert queries.BACKLOG.count("enqueued_at IS NOT NULL AND status = 'enqueued'") == 2
+
+
 def test_each_kind_of_run_in_flight_says_its_index_condition_and_its_own_statuses():
     def statuses(branch: str) -> list[list[str]]:
         lists = [[name.strip("'") for name in _names(listed)] for listed in re.findall(r"status IN \((.*?)\)", branch)]
