@@ -922,7 +922,10 @@ def _blocked_by(conn: psycopg.Connection[tuple[Any, ...]]) -> int:
 def _connections_of(application_name: str) -> int:
     close_old_connections()
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [application_name])
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
+            [application_name],
+        )
         row = cursor.fetchone()
         return int(row[0]) if row else 0
 
