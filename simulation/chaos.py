@@ -3,11 +3,12 @@ a simulated deployment (``manage.py simulate --chaos SEED``).
 
 1. Draw (``chaos_schedule``, no database, no processes): each server's clock offset,
    then ``rate`` faults per simulated hour at random instants of the active window (the
-   first 5 % and the last 25 % of the run are quiet, so every fault has recovered before
-   the report reads the database): an eighth of them of every kind (at least one each),
-   the rest weighted, and the payout kill at the payout tick. Targets are servers that
-   exist at that moment (servers join and leave as the schedule goes). The same seed,
-   start, duration, server count and rate give the same schedule, printed at the start.
+   first 5 % of the run, at most nine minutes, and its last 25 % are quiet, so the servers
+   have booted and every fault has recovered before the report reads the database): an
+   eleventh of them of every drawn kind (at least one each), the rest weighted, and the
+   payout kill at the payout tick. Targets are servers that exist at that moment (servers
+   join and leave as the schedule goes). The same seed, start, duration, server count and
+   rate give the same schedule, printed at the start.
 2. Inject (``ChaosSimulation``): each fault at its instant, aimed at what is in flight
    (the worker running a settlement, waited for until the next fault is due; the worker
    pinned inside the payout write). What a fault hit depends on timing; the schedule
@@ -64,8 +65,13 @@ MAX_SKEW_SECONDS = 90.0
 # of the ten drawn kinds: an hour gets one of each and six more.
 DEFAULT_RATE = 16.0
 MAX_RATE = 120.0  # one every 30 simulated seconds
-# The share of the run before the first and after the last fault.
+# The share of the run before the first and after the last fault. The quiet start lets the
+# servers boot, which takes the same time in a long run as in a short one: it lasts at most
+# QUIET_START_LONGEST, so the 20:30 payout tick of a run from 20:00 is inside the active
+# window of a twelve-hour run too (5 % of twelve hours, 36 minutes, left it out: no payout
+# kill, no sender kill, and the provider's commit faults met no transfer).
 QUIET_START, QUIET_END = 0.05, 0.25
+QUIET_START_LONGEST = timedelta(minutes=9)
 # Real seconds the injector waits at most for the payout run to block on its pinned write
 # or to finish (with nothing to write): only a guard against hanging, since while the pin
 # is held the run can do nothing else. It waits no later than the quiet end in any case
@@ -226,7 +232,7 @@ def chaos_schedule(
         raise ValueError(f"give more than 0 and at most {MAX_RATE:g} faults per simulated hour, not {rate:g}")
     rng = random.Random(seed)
     skews = tuple(_skew(rng) for _ in range(servers))
-    first, last = duration * QUIET_START, duration * (1 - QUIET_END)
+    first, last = min(duration * QUIET_START, QUIET_START_LONGEST), duration * (1 - QUIET_END)
     kinds = [kind for kind in _WEIGHTS if postgres or kind != ChaosKind.DB_TERMINATE]
     total = round(duration.total_seconds() / 3600 * rate)
     each = max(1, total // (len(_WEIGHTS) + 1))

@@ -18,6 +18,7 @@ from simulation.chaos import (
     PROVIDER_QUIET_END,
     QUIET_END,
     QUIET_START,
+    QUIET_START_LONGEST,
     ChaosKind,
     ChaosSchedule,
     chaos_schedule,
@@ -83,9 +84,14 @@ def test_the_fault_count_scales_with_the_duration_and_an_hour_gets_one_of_every_
     assert len(hour.faults) == 16 + 2  # the default rate, and the payout and sender kills
     half_day = _draw(seed, duration=timedelta(hours=12))
     assert all(half_day.by_kind()[kind] >= 17 for kind in drawn), half_day.by_kind()  # 12 x 16 // 11
-    # No payout kill: the 20:30 tick falls in the quiet first 5 % (36 minutes) of 12 hours.
-    assert len(half_day.faults) == 12 * 16 and half_day.by_kind()[ChaosKind.PAYOUT_KILL] == 0
-    assert half_day.by_kind()[ChaosKind.SENDER_KILL] == 0
+    # The quiet start lasts at most QUIET_START_LONGEST, not 5 % (36 minutes) of 12 hours:
+    # the 20:30 tick is inside the active window, with its payout and sender kills, and the
+    # provider's faults come after it.
+    assert len(half_day.faults) == 12 * 16 + 2
+    assert half_day.by_kind()[ChaosKind.PAYOUT_KILL] == half_day.by_kind()[ChaosKind.SENDER_KILL] == 1
+    assert all(fault.at >= QUIET_START_LONGEST for fault in half_day.faults)
+    (payout,) = [f for f in half_day.faults if f.kind == ChaosKind.PAYOUT_KILL]
+    assert all(f.at > payout.at for f in half_day.faults if f.kind in _PROVIDER_KINDS)
     assert len(_draw(seed, duration=timedelta(hours=1), rate=40).faults) == 40 + 2
     assert "16 per simulated hour" in hour.lines()[0]
 
