@@ -209,7 +209,7 @@ up: $(STAMP) ## Serve the admin (gunicorn + whitenoise) and run one worker on th
 # peak) runs with .venv-peers' python (bench-peers below); the rest with .venv's.
 PEERS_VENV := .venv-peers
 PEERS_STAMP := $(PEERS_VENV)/.installed
-bench: $(STAMP) $(PEERS_STAMP) scenario-deps ## The benchmarks against their references and peers on PostgreSQL (bench/results/, docs/benchmark-tables.md; 35-45 min)
+bench: $(STAMP) $(PEERS_STAMP) scenario-deps ## The benchmarks against their references and peers on PostgreSQL (bench/results/, docs/benchmark-tables.md; 40-50 min)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	$(PY) -m bench
 
@@ -234,7 +234,7 @@ $(PEERS_STAMP): requirements.txt requirements-dev.txt requirements-peers.txt
 	$(PEERS_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt -r requirements-peers.txt
 	touch $(PEERS_STAMP)
 
-bench-peers: $(PEERS_STAMP) scenario-deps ## Benchmark 3 beside procrastinate and Celery, in .venv-peers, as make bench runs it (docs/benchmark-peers.md; ~10 min)
+bench-peers: $(PEERS_STAMP) scenario-deps ## Benchmark 3 beside procrastinate and Celery, in .venv-peers, as make bench runs it (docs/benchmark-peers.md; ~15 min)
 	PGHOST=127.0.0.1 scripts/ensure_postgres.sh
 	exec $(PEERS_VENV)/bin/python -m bench.peers.cancellations $(PEERS_ARGS)
 

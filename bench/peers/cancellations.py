@@ -6,6 +6,11 @@ Celery cancel the same stale orders, with the same placers, rates and seeds, in 
     .venv-peers/bin/python -m bench.peers.cancellations [--rates 200,400] [--step-seconds 30]
         [--only project --only celery] [--kill] [--kill-rate 400]
 
+The steps: 25, 50 and 100 orders/s, then benchmark 3's (200, 400, 700, 1,000, 1,200, 1,400,
+1,700 and 2,000), 20 s each. Each side steps up until a step fails, the first that does not
+hold (p99 lateness 1 s or more, an order missed, cancelled wrongly or run twice) or in which
+a placer failed; the rate before it is the side's peak.
+
 The placers, the acceptance of ~70 % of the orders, the 10 s timeout, the drain and the
 lateness, missed and wrong counts are bench/cancellations.py's (read its docstring). The
 sides, each in a database of its own with one worker process:
@@ -71,10 +76,12 @@ PEERS = ("procrastinate", "celery")
 LABELS = {"project": "Tiffin", "procrastinate": "procrastinate", "celery": "Celery"}
 SETTINGS = {"project": "tiffin.settings", "procrastinate": "bench.peers.settings", "celery": "tiffin.settings"}
 HOW = {"procrastinate": "schedule_at in the order's transaction", "celery": "countdown on commit, Redis"}
-# make bench's rates and steps (bench/__main__.py): the peers fall behind below 100/s, the
-# project goes on to 400/s (benchmark 3 takes it further); every side stops after its first
-# step with misses. 20 s steps keep the run to about 10-12 minutes.
-RATES = (25.0, 50.0, 100.0, 200.0, 400.0)
+# make bench's rates and steps (bench/__main__.py passes none): the peers fall behind at
+# 50-400/s, so the steps start at 25; above 100 they are benchmark 3's, to its 2,000/s, so
+# that the project fails a step too (it held 400/s with p99 0.35 s) and its kill step runs
+# at its real peak. Every side stops after its first failed step (stepping_ends); 20 s
+# steps keep the run to 14-15 minutes (docs/benchmark-peers.md).
+RATES = (25.0, 50.0, 100.0, *base.RATES)
 STEP_SECONDS = 20.0
 RSS_SAMPLE_SECONDS = 0.5
 
@@ -223,8 +230,8 @@ def redis_flush() -> None:
 
 
 def side(mode: str, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Step the rate up on one side (stopping after a step that missed), then the kill step
-    on a fresh database at the side's peak (``kill_rate``)."""
+    """Step the rate up on one side (stopping after its first failed step, ``stepping_ends``),
+    then the kill step on a fresh database at the side's peak (``kill_rate``)."""
     results = side_steps(mode, args, [(rate, f"s{n}", False) for n, rate in enumerate(args.rates)], NAME)
     if args.kill:
         rate = args.kill_rate or kill_rate(results, args.rates)
@@ -238,11 +245,25 @@ def kill_rate(results: list[dict[str, Any]], rates: tuple[float, ...]) -> float:
     return max(held, default=min(rates))
 
 
+def stepping_ends(result: dict[str, Any]) -> bool:
+    """Whether a side stops stepping after this step: it did not hold (p99 >= 1 s, an order
+    missed, cancelled wrongly or run twice) or a placer failed. A higher rate would measure
+    the backlog of this one, or a side already past its peak."""
+    return not summary(result)["held"] or bool(result["errors_count"])
+
+
+def held_to_the_top(results: list[dict[str, Any]], rates: tuple[float, ...]) -> bool:
+    """Whether the side held every step up to the last of ``rates``: its ceiling is then a
+    lower bound (the steps ended before it failed one)."""
+    steps = [r for r in results if not r["kill"]]
+    return bool(steps) and steps[-1]["rate"] == max(rates) and not stepping_ends(steps[-1])
+
+
 def side_steps(
     mode: str, args: argparse.Namespace, plan: list[tuple[float, str, bool]], name: str
 ) -> list[dict[str, Any]]:
     """A fresh database and worker for ``mode``, then each (rate, tag, kill) of ``plan``
-    until a step misses or fails."""
+    until a step fails (``stepping_ends``)."""
     url, env = side_prepare(mode, name)
     results: list[dict[str, Any]] = []
     with children(f"{name}-{mode}") as (started, logs):
@@ -250,8 +271,8 @@ def side_steps(
         started.append(holder[0])
         wait_ready(mode, url, holder[0])
         for rate, tag, kill in plan:
-            if results and (results[-1]["missed"] or results[-1]["errors_count"]):
-                break  # the next rate would measure the backlog, not its rate
+            if results and stepping_ends(results[-1]):
+                break
             cpu_before = holder[0].cpu_seconds()
             start_at = time.time() + 3.0
             killer = None
@@ -391,7 +412,11 @@ def report(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -
                   for mode, runs in results.items()},
     }  # fmt: skip
     rep.note(f"each step had until {args.drain:g} s after its last deadline; what was not cancelled then is missed")
-    rep.note("a side stops after a step with misses; the kill step runs on a fresh database (no backlog in it)")
+    rep.note("a side stops after its first failed step (p99 >= 1 s, missed, wrong, twice or a placer error); "
+             "the kill step runs on a fresh database (no backlog in it)")  # fmt: skip
+    for mode, runs in results.items():
+        if held_to_the_top(runs, args.rates):
+            rep.note(f"{LABELS[mode]} held every step to {fmt(max(args.rates))}/s: its ceiling is a lower bound")
     rep.note(f"procrastinate: --concurrency {args.procrastinate_concurrency}, --fetch-job-polling-interval "
              f"{args.procrastinate_polling:g}; Celery: prefork, --concurrency {args.celery_concurrency}, "
              "early acknowledgement, Redis visibility timeout 1 h (its defaults), database connection kept "

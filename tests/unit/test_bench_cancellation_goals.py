@@ -1,7 +1,7 @@
 """Benchmark 3's goals across its runs and the lateness plot's data, without a database or a
-worker: the peers' kill rate and goals, the 0.9 x shares, the step figures kept in the JSON,
-the plot's series and the summary's lines (bench/cancellations.py, bench/peers/
-cancellations.py, bench/lateness.py)."""
+worker: the peers' steps, where a side stops stepping, its kill rate and the goals, the
+0.9 x shares, the step figures kept in the JSON, the plot's series and the summary's lines
+(bench/cancellations.py, bench/peers/cancellations.py, bench/lateness.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,41 @@ def test_a_sides_kill_step_runs_at_the_highest_rate_it_held_else_its_lowest() ->
     assert peers.kill_rate(steps, (25.0, 50.0, 100.0, 200.0)) == 50.0
     assert peers.kill_rate([_result(25, late=3.0), _result(50, missed=1)], (25.0, 50.0)) == 25.0
     assert peers.kill_rate([_result(25, kill=True)], (25.0, 50.0)) == 25.0  # a kill step is no peak
+
+
+def test_the_steps_go_on_past_400_to_benchmark_3s_top() -> None:
+    assert peers.RATES[:5] == (25.0, 50.0, 100.0, 200.0, 400.0)
+    assert max(peers.RATES) == max(base.RATES) == 2000.0
+    assert list(peers.RATES) == sorted(set(peers.RATES))  # each step higher than the last
+
+
+@pytest.mark.parametrize(
+    ("step", "ends"),
+    [
+        (_result(400, late=0.35), False),  # held: on to the next rate
+        (_result(400, late=0.999), False),
+        (_result(400, late=1.0), True),  # p99 of 1 s is no hold, though nothing was missed
+        (_result(400, late=5.0), True),
+        (_result(400, missed=1), True),
+        (_result(400, twice=1), True),
+        ({**_result(400), "early": 1}, True),  # cancelled before its deadline
+        ({**_result(400), "errors_count": 1}, True),  # a placer failed
+    ],
+)
+def test_a_side_steps_on_only_after_a_step_it_held(step: dict[str, Any], ends: bool) -> None:
+    assert peers.stepping_ends(step) is ends
+
+
+def test_a_side_that_held_every_step_is_noted_as_a_lower_bound() -> None:
+    rates = (25.0, 400.0, 800.0)
+    assert peers.held_to_the_top([_result(25), _result(400), _result(800), _result(800, kill=True)], rates)
+    assert not peers.held_to_the_top([_result(25), _result(400), _result(800, late=1.5)], rates)
+    assert not peers.held_to_the_top([_result(25), _result(400, missed=2)], rates)  # stopped before the top
+    assert not peers.held_to_the_top([], rates)
+    args = base.arguments(peers.argument_parser(), ["--rates", "25,400,800", "--only", "project", "--only", "celery"])
+    rep = peers.report(args, {"project": [_result(25), _result(400), _result(800)], "celery": [_result(25, late=3.0)]})
+    assert "Tiffin held every step to 800/s: its ceiling is a lower bound" in rep.notes
+    assert not any(note.startswith("Celery held") for note in rep.notes)
 
 
 def test_the_project_must_hold_at_least_each_peers_ceiling_and_survive_the_kill() -> None:
