@@ -8,10 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from simulation import chaos
 from simulation.chaos import (
     _COMMIT_KINDS,
     _PROVIDER_KINDS,
     ALWAYS_DRAWN,
+    COMMITS_AFTER_PAYOUT,
     DEFAULT_RATE,
     MAX_SKEW_SECONDS,
     PAYOUT_RETRIED,
@@ -83,7 +85,8 @@ def test_the_fault_count_scales_with_the_duration_and_an_hour_gets_one_of_every_
     assert all(hour.by_kind()[kind] >= 1 for kind in drawn), hour.by_kind()
     assert len(hour.faults) == 16 + 2  # the default rate, and the payout and sender kills
     half_day = _draw(seed, duration=timedelta(hours=12))
-    assert all(half_day.by_kind()[kind] >= 17 for kind in drawn), half_day.by_kind()  # 12 x 16 // 11
+    others = [kind for kind in drawn if kind not in _COMMIT_KINDS]
+    assert all(half_day.by_kind()[kind] >= 17 for kind in others), half_day.by_kind()  # 12 x 16 // 11
     # The quiet start lasts at most QUIET_START_LONGEST, not 5 % (36 minutes) of 12 hours:
     # the 20:30 tick is inside the active window, with its payout and sender kills, and the
     # provider's faults come after it.
@@ -94,6 +97,37 @@ def test_the_fault_count_scales_with_the_duration_and_an_hour_gets_one_of_every_
     assert all(f.at > payout.at for f in half_day.faults if f.kind in _PROVIDER_KINDS)
     assert len(_draw(seed, duration=timedelta(hours=1), rate=40).faults) == 40 + 2
     assert "16 per simulated hour" in hour.lines()[0]
+
+
+@pytest.mark.parametrize("seed", [*range(40), 7319])
+def test_a_long_run_keeps_a_handful_of_commit_faults_and_its_sender_kill_comes_after_them(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A twelve-hour run draws about 38 commit faults; spending them all on the payout's few
+    # transfers took hours of backoff, and the sender kill behind them found every transfer
+    # sent. At most COMMITS_AFTER_PAYOUT of them, one of each kind at least, come right after
+    # the payout kill; the rest are other kinds, so the run has as many faults as before.
+    for hours in (3, 6, 12):
+        schedule = _draw(seed, duration=timedelta(hours=hours))
+        assert len(schedule.faults) == hours * 16 + 2
+        (payout,) = [f for f in schedule.faults if f.kind == ChaosKind.PAYOUT_KILL]
+        (sender,) = [f for f in schedule.faults if f.kind == ChaosKind.SENDER_KILL]
+        commits = [f for f in schedule.faults if f.kind in _COMMIT_KINDS]
+        assert {f.kind for f in commits} == set(_COMMIT_KINDS)
+        assert len(commits) <= COMMITS_AFTER_PAYOUT
+        assert [f.at for f in commits] == [payout.at + timedelta(seconds=n) for n in range(1, len(commits) + 1)]
+        assert all(f.at < sender.at for f in commits)
+        assert sender.at == payout.at + PAYOUT_RETRIED
+        downs = [f for f in schedule.faults if f.kind == ChaosKind.PROVIDER_DOWN]
+        assert downs and all(sender.at <= f.at <= timedelta(hours=hours) * (1 - PROVIDER_QUIET_END) for f in downs)
+    # An hour's run draws no more than that: its schedule is the one drawn without the cap.
+    hour = _draw(seed, duration=timedelta(hours=1))
+    assert 2 <= sum(f.kind in _COMMIT_KINDS for f in hour.faults) <= COMMITS_AFTER_PAYOUT
+    capped = _draw(seed, duration=timedelta(hours=12))
+    monkeypatch.setattr(chaos, "COMMITS_AFTER_PAYOUT", 1000)
+    assert _draw(seed, duration=timedelta(hours=1)) == hour
+    assert sum(f.kind in _COMMIT_KINDS for f in _draw(seed, duration=timedelta(hours=12)).faults) >= 2 * 17
+    assert sum(f.kind in _COMMIT_KINDS for f in capped.faults) <= COMMITS_AFTER_PAYOUT
 
 
 @pytest.mark.parametrize("rate", [0, -1, 121])
