@@ -61,7 +61,7 @@ from orders.models import (
 )
 from orders.selectors import order_status_get, restaurant_paid_through
 from scheduling.selectors import run_in_flight_exists
-from scheduling.services import run_schedule_delayed_with_subject
+from scheduling.services import run_schedule_delayed_with_subject_fast
 from tiffin import clock
 from tiffin.validators import require_aware, validate_time_zone
 
@@ -157,7 +157,7 @@ def order_place(*, restaurant: Restaurant, customer_ref: str, total: Decimal, no
             f"{restaurant.onboarded_at:%Y-%m-%d %H:%M} UTC, not at {now:%Y-%m-%d %H:%M} UTC"
         )
     deadline = order_accept_deadline(placed_at=now)
-    row, run = run_schedule_delayed_with_subject(
+    row, run_id = run_schedule_delayed_with_subject_fast(
         job_name=CANCEL_STALE_ORDER_JOB,
         subject=sql.order_insert(restaurant_id=restaurant.pk, customer_ref=customer_ref, total=total, placed_at=now),
         scheduled_for=deadline,
@@ -167,7 +167,7 @@ def order_place(*, restaurant: Restaurant, customer_ref: str, total: Decimal, no
         order_id=row[0], restaurant_id=restaurant.pk, customer_ref=customer_ref, total=total, placed_at=now
     )
     order.restaurant = restaurant
-    if run is None:
+    if run_id is None:
         # The claim key of a brand-new id was taken: a run left from rows of an earlier
         # life of this database (orders wiped, their ids reused, job_runs kept).
         logger.warning(

@@ -67,9 +67,14 @@ def runs_log(runs: Sequence[JobRun], *, kind: str, now: datetime, message: str =
     writes its events in the claim's own statement: ``sql.claim_runs``)."""
     # Built only if someone reads it: a JSON line per run per transition showed in the
     # worker's profile at LOG_LEVEL=WARNING (docs/benchmark-history.md).
-    if logger.isEnabledFor(logging.INFO):
+    if runs_logged():
         for run in runs:
             logger.info(_log_line(run, kind=kind, now=now, message=message))
+
+
+def runs_logged() -> bool:
+    """Whether transitions are logged (``runs_log`` writes lines at INFO)."""
+    return logger.isEnabledFor(logging.INFO)
 
 
 def _log_line(run: JobRun, *, kind: str, now: datetime, message: str) -> str:

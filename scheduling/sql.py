@@ -102,10 +102,10 @@ class SubjectInsert:
 
 
 @on_sqlite(sql_sqlite.claim_run_with_subject)
-def claim_run_with_subject(row: ClaimRow, subject: SubjectInsert) -> tuple[tuple[Any, ...], JobRun | None]:
+def claim_run_with_subject(row: ClaimRow, subject: SubjectInsert) -> tuple[tuple[Any, ...], int | None]:
     """Insert a new subject's row and the claim of its run (``row``, whose ``subject`` is
-    the prefix); return the subject's returned row and the run won (None if the claim
-    key was taken, which a new id cannot be).
+    the prefix); return the subject's returned row and the id of the run won (None if the
+    claim key was taken, which a new id cannot be). ``run_claimed`` builds the run itself.
 
     On PostgreSQL one statement (``queries.CLAIM_RUN_WITH_SUBJECT``), its own transaction
     when the caller has none, so the row and its run commit or roll back together without
@@ -118,13 +118,16 @@ def claim_run_with_subject(row: ClaimRow, subject: SubjectInsert) -> tuple[tuple
     with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
         (returned,) = fetch(statement, params)
     *subject_row, run_id = returned
-    if run_id is None:
-        return tuple(subject_row), None
-    # The run as JobRun.objects.create returns it, from the claim's values: the columns the
-    # claim leaves out are NULL until the run starts.
+    return tuple(subject_row), run_id
+
+
+def run_claimed(row: ClaimRow, *, run_id: int, subject_id: Any) -> JobRun:
+    """The run ``claim_run_with_subject`` wrote as ``run_id`` for the subject ``subject_id``,
+    as JobRun.objects.create returns it, from the claim's values: the columns the claim
+    leaves out are NULL until the run starts."""
     claimed = {column: getattr(row, column) for column in CLAIM_COLUMNS}
-    claimed["subject"] = f"{row.subject}{subject_row[0]}"
-    return tuple(subject_row), instance_created(JobRun, run_id, claimed)
+    claimed["subject"] = f"{row.subject}{subject_id}"
+    return instance_created(JobRun, run_id, claimed)
 
 
 @functools.cache

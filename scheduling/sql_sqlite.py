@@ -44,12 +44,12 @@ def claim_runs(rows: Sequence[ClaimRow]) -> list[JobRun]:
     return runs
 
 
-def claim_run_with_subject(row: ClaimRow, subject: SubjectInsert) -> tuple[tuple[Any, ...], JobRun | None]:
+def claim_run_with_subject(row: ClaimRow, subject: SubjectInsert) -> tuple[tuple[Any, ...], int | None]:
     """The subject's INSERT, then its run's claim, in one atomic block."""
     with transaction.atomic():
         (inserted,) = fetch(subject.sql, subject.params)
         won = claim_runs([replace(row, subject=f"{row.subject}{inserted[0]}")])
-    return tuple(inserted), (won[0] if won else None)
+    return tuple(inserted), (won[0].id if won else None)
 
 
 # The take's pick (queries.ENQUEUE_DUE_RUNS's ``due``; the single writer needs no row

@@ -3,6 +3,7 @@ refused with a message naming the field, and nothing is written."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -13,7 +14,7 @@ from orders import services
 from orders.errors import OrderError
 from orders.models import CANCEL_STALE_ORDER_JOB, Order, OrderStatus, Restaurant
 from scheduling.models import JobRun, RunStatus
-from scheduling.services import run_schedule_delayed_with_subject
+from scheduling.services import run_schedule_delayed_with_subject, run_schedule_delayed_with_subject_fast
 from scheduling.sql import SubjectInsert
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -90,22 +91,36 @@ def test_the_order_and_run_it_returns_are_the_rows_stored(restaurant):
     assert run.status == RunStatus.SCHEDULED and run.due_at == services.order_accept_deadline(placed_at=NOW)
 
 
+# A restaurant as a new subject with a delayed run of its own (any row with an id will do).
+UDUPI = SubjectInsert(
+    sql="INSERT INTO orders_restaurant (name, timezone, commission_rate, onboarded_at, is_active) "
+    "VALUES ('Udupi', 'UTC', 0.1, %s, true) RETURNING id",
+    params=(NOW,),
+    subject_prefix="restaurant:",
+)
+
+
 @pytest.mark.django_db
 def test_the_run_a_new_subject_claims_is_returned_as_stored():
     row, run = run_schedule_delayed_with_subject(
-        job_name=CANCEL_STALE_ORDER_JOB,
-        subject=SubjectInsert(
-            sql="INSERT INTO orders_restaurant (name, timezone, commission_rate, onboarded_at, is_active) "
-            "VALUES ('Udupi', 'UTC', 0.1, %s, true) RETURNING id",
-            params=(NOW,),
-            subject_prefix="restaurant:",
-        ),
-        scheduled_for=NOW,
-        now=NOW,
+        job_name=CANCEL_STALE_ORDER_JOB, subject=UDUPI, scheduled_for=NOW, now=NOW
     )
     assert run is not None
     assert _columns(run) == _columns(JobRun.objects.get(pk=run.pk))
     assert run.subject == f"restaurant:{row[0]}"
+
+
+@pytest.mark.django_db
+def test_the_fast_path_returns_the_stored_runs_id_and_logs_its_claim_as_the_plain_one(caplog):
+    with caplog.at_level("INFO", logger="scheduling.runs"):
+        row, run_id = run_schedule_delayed_with_subject_fast(
+            job_name=CANCEL_STALE_ORDER_JOB, subject=UDUPI, scheduled_for=NOW, now=NOW
+        )
+    assert run_id is not None
+    run = JobRun.objects.get(pk=run_id)
+    assert (run.subject, run.status) == (f"restaurant:{row[0]}", RunStatus.SCHEDULED)
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "scheduling.runs"]
+    assert [(line["event"], line["run"], line["subject"]) for line in lines] == [("claimed", run_id, run.subject)]
 
 
 @pytest.mark.django_db
