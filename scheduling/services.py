@@ -86,7 +86,7 @@ def run_schedule_delayed_with_subject_fast(
     """``run_schedule_delayed_with_subject`` for a caller that only asks whether a run was
     created: the same statement, the run's id instead of the run, which is built only for
     its log line when runs are logged. The fast path of placing an order (benchmark 3's
-    placers): ``order_place``'s client CPU 0.67 -> 0.59 ms an order (docs/benchmark-history.md)."""
+    placers; what it saves is measured in docs/benchmark-history.md)."""
     row, inserted, run_id = _claim_with_subject(job_name, subject, scheduled_for, now)
     if run_id is not None and runs_logged():
         claims_log([sql.run_claimed(row, run_id=run_id, subject_id=inserted[0])], now=now)
