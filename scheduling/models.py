@@ -60,6 +60,15 @@ ENQUEUED_SINCE = Q(enqueued_at__isnull=False, status=RunStatus.ENQUEUED)
 FINAL_STATUSES = (RunStatus.SUCCEEDED, RunStatus.SKIPPED, RunStatus.SUPERSEDED, RunStatus.DEAD)
 # A few among millions of runs (index job_run_status_rare): the failures and the skips.
 RARE_STATUSES = (*RETRY_STATUSES, RunStatus.DEAD, RunStatus.SKIPPED, RunStatus.SUPERSEDED)
+# The outcomes a finished attempt can have, a run's last (index job_run_job_finished, /metrics).
+FINISHED_STATUSES = (
+    RunStatus.SUCCEEDED,
+    RunStatus.FAILED,
+    RunStatus.ABANDONED,
+    RunStatus.DEAD,
+    RunStatus.SKIPPED,
+    RunStatus.SUPERSEDED,
+)
 
 
 class Trigger(models.TextChoices):
@@ -235,7 +244,7 @@ class JobRun(models.Model):
             models.Index(
                 fields=["job_name", "status", "finished_at"],
                 name="job_run_job_finished",
-                condition=Q(status__in=["succeeded", "failed", "abandoned", "dead", "skipped", "superseded"]),
+                condition=Q(status__in=list(FINISHED_STATUSES)),
             ),
             # The history prune: finished runs oldest finished first, resuming after a key,
             # WHERE status IN (final) AND finished_at < cutoff AND (finished_at, id) > (?, ?).

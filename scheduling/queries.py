@@ -311,6 +311,29 @@ FROM job_runs
 WHERE status = 'running'
 """
 
+# Per job with a schedule and per finished status (models.FINISHED_STATUSES), the newest
+# finished_at (NULL: none), for /metrics (operations.metrics): a row per job and status, each
+# one backward step of the partial index job_run_job_finished (job_name, status,
+# finished_at). Its condition is said word for word: SQLite's planner matched the index to
+# neither ``status = %s`` nor ``status = 'succeeded'`` alone (it read every run of the job
+# through job_run_by_job and sorted them), and PostgreSQL's generic plan cannot prove it
+# from a parameter. The status comes from the list of statuses, not a literal per subquery:
+# with ``status = 'succeeded'`` PostgreSQL walked job_run_finished (every final run, newest
+# first) back to the job's last success, every run of the other jobs since then read (2 s
+# for a weekly job among a million runs). ``finished_at IS NOT NULL``: PostgreSQL sorts
+# NULLs first in DESC. PostgreSQL and SQLite run it as written.
+LAST_FINISHES = """
+SELECT s.job_name, f.status,
+  (SELECT finished_at FROM job_runs
+   WHERE job_name = s.job_name AND status IN ('succeeded', 'failed', 'abandoned', 'dead', 'skipped', 'superseded')
+     AND status = f.status AND finished_at IS NOT NULL
+   ORDER BY finished_at DESC LIMIT 1)
+FROM job_schedules AS s
+CROSS JOIN (SELECT 'succeeded' AS status UNION ALL SELECT 'failed' UNION ALL SELECT 'abandoned'
+            UNION ALL SELECT 'dead' UNION ALL SELECT 'skipped' UNION ALL SELECT 'superseded') AS f
+ORDER BY s.job_name
+"""
+
 # The backlog /metrics reads at ``now`` (operations.metrics): how many runs are due and not
 # started, each kind counted up to ``limit``, and the oldest due_at of each. The due delayed
 # runs and retries are a range of job_run_due, its condition said word for word; the enqueued

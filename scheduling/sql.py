@@ -25,7 +25,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, models, transaction
 
 from scheduling import queries, queries_sqlite, sql_sqlite
-from scheduling.models import FINAL_STATUSES, JobRun
+from scheduling.models import FINAL_STATUSES, FINISHED_STATUSES, JobRun
 from tiffin.db import (
     array,
     execute,
@@ -371,6 +371,17 @@ def backlog(*, now: datetime, limit: int) -> Backlog:
     return Backlog(
         due=int(due), enqueued=int(enqueued), oldest_due=_instant(oldest_due), oldest_enqueued=_instant(oldest_enqueued)
     )
+
+
+def last_finishes() -> dict[str, dict[str, datetime | None]]:
+    """Per job with a schedule, by job name, the newest ``finished_at`` of each of
+    ``FINISHED_STATUSES`` in that order (None: no run of the job finished so)
+    (``queries.LAST_FINISHES``, on either database: one step of job_run_job_finished per
+    job and status)."""
+    finishes: dict[str, dict[str, datetime | None]] = {}
+    for job_name, status, at in fetch(queries.LAST_FINISHES):
+        finishes.setdefault(job_name, dict.fromkeys(map(str, FINISHED_STATUSES)))[status] = _instant(at)
+    return finishes
 
 
 # --- Retention (operations.retention) ------------------------------------------------------

@@ -599,8 +599,8 @@ class Simulation:
                 process.send(signal.SIGCONT)
         self.ended = (self.clock.now(), time.time())
         self.fleet.stop(self.fleet.named("orders"))
-        settled = self._settle(self.plan.end)
-        settled_left = "" if settled else _in_flight()
+        settled_left = self._settle(self.plan.end)
+        settled = not settled_left
         self.fleet.stop(self.fleet.named("scheduler-"))
         began = time.monotonic()
         drained = _drain(lambda: _count_fresh(JobRun.objects.filter(status__in=LIVE_STATUSES)), patience=DRAIN_SECONDS)
@@ -614,7 +614,7 @@ class Simulation:
             self.say(unsettled)
         return drained and settled, unsettled
 
-    def _settle(self, end: datetime) -> bool:
+    def _settle(self, end: datetime) -> str:
         """After the end the servers go on as they would, schedulers and workers, with no
         more traffic or faults, until a scheduler pass has looked at the end (so the
         window's last ticks are claimed), every run of a tick of the window has finished,
@@ -622,8 +622,8 @@ class Simulation:
         crash took (a task a killed cluster had taken comes back when django-q2's lock on
         it expires) is then judged by its outcome, not cut off by the end. The report
         still counts the window's ticks only. Waits for as long as that keeps moving, and
-        at least the broker's lock, so a lost task has time to come back. Returns whether
-        it settled."""
+        at least the broker's lock, so a lost task has time to come back. Returns "" once
+        it settled, else what was left: the window's runs, the sends due, the pass missing."""
         window = JobRun.objects.filter(scheduled_for__lte=end).filter(
             Q(status__in=LIVE_STATUSES) | Q(status__in=DUE_STATUSES, due_at__lte=end)
         )
@@ -636,10 +636,11 @@ class Simulation:
             return window.count() + due + (passed is None or passed < end)
 
         lock = float(self._q_timing()["Q_RETRY_SECONDS"]) + TASK_MARGIN
-        settled = _drain(left, patience=max(DRAIN_SECONDS, lock), tick=self._carry_out_due)
-        if settled and self.clock.now() > end:
-            self.say(f"settled at {self.clock.now():%Y-%m-%d %H:%M:%S}: the window's runs and sends finished")
-        return settled
+        if _drain(left, patience=max(DRAIN_SECONDS, lock), tick=self._carry_out_due):
+            if self.clock.now() > end:
+                self.say(f"settled at {self.clock.now():%Y-%m-%d %H:%M:%S}: the window's runs and sends finished")
+            return ""
+        return _unsettled(window, end=end, now=self.clock.now())
 
     def _carry_out_due(self) -> None:
         """The restarts and resumes falling due, then the governor: on every look of a wait."""
@@ -669,6 +670,31 @@ def _drain(left: Callable[[], int], *, patience: float, tick: Callable[[], None]
             return False
         count = now_left
     return True
+
+
+def _unsettled(window: QuerySet[JobRun], *, end: datetime, now: datetime) -> str:
+    """What kept a settle from ending: the window's runs left (due or in flight, by job and
+    status, with a few ids), the transfers and statements due unsent at ``now``, and the
+    scheduler pass at or after ``end`` if none was made."""
+    try:
+        close_old_connections()
+        runs = list(window.order_by("id").values_list("id", "job_name", "status"))
+        sends = {"transfers": outbox_due_count(Transfer, now=now), "statements": outbox_due_count(Statement, now=now)}
+        passed = scheduler_last_pass_at()
+        tasks = OrmQ.objects.count()
+    except DatabaseError as error:
+        return f"the database could not say what was left ({error})"
+    parts = []
+    if runs:
+        counts = Counter((job, status) for _, job, status in runs)
+        by_job = ", ".join(f"{n} {job} {status}" for (job, status), n in counts.most_common(6))
+        ids = ", ".join(str(run_id) for run_id, _, _ in runs[:10])
+        parts.append(f"{len(runs)} runs of the window left ({by_job}; first ids {ids})")
+    parts += [f"{n} {what} due unsent" for what, n in sends.items() if n]
+    if passed is None or passed < end:
+        last = f"the last at {passed:%Y-%m-%d %H:%M:%S}" if passed else "none at all"
+        parts.append(f"no scheduler pass at or after the end ({last})")
+    return "; ".join([*parts, f"{tasks} tasks in django-q2's queue"])
 
 
 def _in_flight() -> str:

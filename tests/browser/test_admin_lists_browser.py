@@ -24,7 +24,7 @@ from tiffin import clock
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-MONEY = ("gross", "commission", "net")
+MONEY = ("gross_text", "commission_text", "net_text")
 
 
 @pytest.fixture
@@ -118,7 +118,7 @@ def test_the_payout_lists_money_columns_are_on_screen_without_scrolling(logged_i
     page.goto("/admin/payouts/payout/")
     columns = page.locator("#result_list thead th").evaluate_all("ths => ths.map(th => th.className)")
     order = [next(c.removeprefix("column-") for c in cls.split() if c.startswith("column-")) for cls in columns[1:]]
-    assert order[:6] == ["restaurant_link", "local_week", "gross", "commission", "net", "orders"]
+    assert order[:6] == ["restaurant_link", "local_week", *MONEY, "orders"]
     _fits(page)
     for column in MONEY:
         cells = _on_screen(
@@ -128,8 +128,14 @@ def test_the_payout_lists_money_columns_are_on_screen_without_scrolling(logged_i
         for box in cells:
             assert box["left"] >= 0 and box["right"] <= VIEWPORT["width"], (column, box)
             assert box["top"] >= 0 and box["bottom"] <= VIEWPORT["height"], (column, box)
+        aligned = page.locator(f"#result_list tbody tr:first-child td.field-{column}").evaluate(
+            "td => getComputedStyle(td).textAlign"
+        )
+        assert aligned == "right", (column, aligned)
+    grosses = page.locator("#result_list td.field-gross_text").all_inner_texts()
+    assert all(re.fullmatch(r"\d{1,3}(,\d{3})*\.\d\d", gross) for gross in grosses), grosses
+    assert any("," in gross for gross in grosses), grosses  # weeks of 1,234.56 orders
     first = page.locator("#result_list tbody tr").first
-    assert re.fullmatch(r"\d+\.\d\d", first.locator("td.field-gross").inner_text())
     assert "UTC" in first.locator("td.field-utc_bounds").inner_text()
 
 

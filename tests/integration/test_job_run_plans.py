@@ -39,7 +39,7 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 
-from operations.metrics import _backlog
+from operations.metrics import _backlog, jobs_last_finishes
 from operations.monitoring import CheckWindow, runs_in_flight
 from scheduling import sql
 from scheduling.context import RunContext
@@ -47,6 +47,7 @@ from scheduling.dispatch import runs_abandon_silent, tick_pass
 from scheduling.execution import runs_start
 from scheduling.models import JobRun, Overlap, RunStatus, Trigger
 from scheduling.registry import Job, registry
+from scheduling.schedules import schedules_register
 from scheduling.transitions import runs_fail, runs_succeed
 from tests.engine import T0, make_job
 from tests.plans import pages_read, plan_nodes, rows_read, statements_on
@@ -246,7 +247,8 @@ def _entries_read(sql: str, params: Any, plan_cache_mode: str) -> list[tuple[str
             cursor.execute(f"SET LOCAL plan_cache_mode = {plan_cache_mode}")
             cursor.execute(f"PREPARE due_read AS {numbered}")
             prepared = True
-            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE due_read({arguments})", values)
+            execute = f"EXECUTE due_read({arguments})" if values else "EXECUTE due_read"
+            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {execute}", values)
             row = cursor.fetchone()
             transaction.set_rollback(True)
     finally:
@@ -372,3 +374,28 @@ def test_the_metrics_backlog_is_read_through_the_due_and_enqueued_indexes(check_
     assert {scan.split(" ")[-1] for scan, _ in scans} == {"job_run_due", "job_run_enqueued_since"}, scans
     # ... reading the runs due and enqueued, not the FINISHED runs or the LATER ones.
     assert all(rows <= DUE_READ for _, rows in scans), scans
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
+def test_the_metrics_last_finishes_read_a_step_of_an_index_each(check_history: None, plan_cache_mode: str):
+    early, older = NOW - timedelta(days=1), NOW - timedelta(days=8)
+    # A weekly job's one success, older than every run of the delayed job: the walk of
+    # job_run_finished (every final run, newest first) to it reads all FINISHED of them.
+    JobRun.objects.create(**_fields(_run(CRON, -10_000, RunStatus.SUCCEEDED, finished_at=older, attempts=1)))
+    with registry.replaced(DELAYED, CRON):
+        schedules_register(now=NOW)
+        finishes = jobs_last_finishes()
+        (statement, params), *others = _statements(jobs_last_finishes)
+    assert not others, others
+    # The FINISHED succeeded runs, the failed and abandoned ones (finished, retrying).
+    nothing = {"dead": None, "skipped": None, "superseded": None}
+    assert finishes == {
+        CRON.name: {"succeeded": older, "failed": None, "abandoned": None, **nothing},
+        DELAYED.name: {"succeeded": early, "failed": early, "abandoned": early, **nothing},
+    }
+    scans = _entries_read(statement, params, plan_cache_mode)
+    # Each job and status a backward step of job_run_job_finished: not the job's runs read
+    # and sorted (the generic plan of ``status = $1``: a Seq Scan here, job_run_by_job on
+    # more), nor the walk of job_run_finished to the weekly job's success (``status = 'succeeded'``).
+    assert scans and all(rows <= DUE_READ for _, rows in scans), scans
+    assert {scan.split(" ")[-1] for scan, _ in scans} == {"job_run_job_finished"}, scans

@@ -13,7 +13,7 @@ import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from operations.metrics import _backlog, schedule_interval_seconds
+from operations.metrics import _backlog, jobs_last_finishes, schedule_interval_seconds
 from scheduling import services
 from scheduling.execution import runs_execute
 from scheduling.models import JobRun, RunStatus
@@ -212,24 +212,28 @@ def test_the_deploy_check_warns_of_metrics_without_a_directory(settings):
     assert check_metrics_directory() == []
 
 
+# 20,000 runs of a job on SQLite, a second apart from an instant, of one status and finish:
+# the job, a subject prefix, the first scheduled_for and due_at, the status, created_at, finished_at.
+SQLITE_RUNS = """
+    WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
+    INSERT INTO job_runs (job_name, subject, scheduled_for, due_at, status, trigger, attempts, created_at,
+                          finished_at, worker, skip_reason, error, overlap)
+    SELECT %s, %s || i, datetime(%s, '+' || i || ' seconds'), datetime(%s, '+' || i || ' seconds'),
+           %s, 'delayed', 0, %s, %s, '', '', '', '' FROM n
+"""
+
+
 @pytest.mark.django_db
 def test_on_sqlite_the_backlog_is_read_through_the_due_and_enqueued_indexes():
     # SQLite's planner uses a partial index only when the statement says its condition as
     # written, never through a list of parameters (PostgreSQL's plans: test_job_run_plans).
     if connection.vendor != "sqlite":
         pytest.skip("SQLite's plan")
-    runs = """
-        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
-        INSERT INTO job_runs (job_name, subject, scheduled_for, due_at, status, trigger, attempts, created_at,
-                              finished_at, worker, skip_reason, error, overlap)
-        SELECT 'metrics-ok', %s || i, datetime(%s, '+' || i || ' seconds'), datetime(%s, '+' || i || ' seconds'),
-               %s, 'delayed', 0, %s, %s, '', '', '', '' FROM n
-    """
     with connection.cursor() as cursor:
         # Finished before T0, and claimed for after it.
         early, late = adapt(T0 - timedelta(days=1)), adapt(T0 + timedelta(minutes=1))
-        cursor.execute(runs, ["finished:", early, early, RunStatus.SUCCEEDED, early, early])
-        cursor.execute(runs, ["later:", late, late, RunStatus.SCHEDULED, early, None])
+        cursor.execute(SQLITE_RUNS, [OK.name, "finished:", early, early, RunStatus.SUCCEEDED, early, early])
+        cursor.execute(SQLITE_RUNS, [OK.name, "later:", late, late, RunStatus.SCHEDULED, early, None])
         cursor.execute("ANALYZE job_runs")
     scans = []
     for statement, params in statements_on("job_runs", lambda: list(_backlog(T0))):
@@ -241,3 +245,35 @@ def test_on_sqlite_the_backlog_is_read_through_the_due_and_enqueued_indexes():
         "job_run_due",
         "job_run_enqueued_since",
     }
+
+
+@pytest.mark.django_db
+def test_on_sqlite_each_last_finish_is_one_step_of_the_finished_index():
+    # The last finishes name job_run_job_finished's condition as written: with only
+    # ``status = %s`` SQLite read every run of the job through job_run_by_job and sorted
+    # them, once per job and status (PostgreSQL's plans: test_job_run_plans).
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's plan")
+    early, dead = T0 - timedelta(days=30), T0 - timedelta(days=2)
+    with registry.replaced(OK, DIES):
+        schedules_register(now=T0)
+        with connection.cursor() as cursor:
+            at = adapt(early)
+            for job in (OK, DIES):
+                cursor.execute(SQLITE_RUNS, [job.name, "ok:", at, at, RunStatus.SUCCEEDED, at, at])
+                cursor.execute(SQLITE_RUNS, [job.name, "dead:", at, at, RunStatus.DEAD, at, adapt(dead)])
+            cursor.execute("ANALYZE job_runs")
+        finishes = jobs_last_finishes()
+        (statement, params), *others = statements_on("job_runs", jobs_last_finishes)
+    assert not others, others
+    nothing = {"failed": None, "abandoned": None, "skipped": None, "superseded": None}
+    assert finishes[OK.name] == finishes[DIES.name] == {"succeeded": early, "dead": dead, **nothing}
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + statement, params)
+        steps = [row[-1] for row in cursor.fetchall()]
+    scans = [step for step in steps if re.match(r"(SCAN|SEARCH) (job_runs|U0)\b", step)]
+    # A search of the index per job and status, no sort of the job's runs.
+    assert scans and all("COVERING INDEX job_run_job_finished (job_name=? AND status=?" in scan for scan in scans), (
+        steps
+    )
+    assert not [step for step in steps if "TEMP B-TREE" in step], steps

@@ -186,6 +186,27 @@ def test_the_totals_and_the_covered_orders_print_money_as_the_commands_do(admin_
 
 
 @pytest.mark.django_db
+def test_the_list_and_the_page_print_each_payouts_amounts_with_separators_and_sort_by_them(admin_client, catering):
+    payout = Payout.objects.get(restaurant=catering, order_count=2)
+    assert (payout.gross, payout.commission, payout.net) == (
+        Decimal("24691.35"),
+        Decimal("3703.70"),
+        Decimal("20987.65"),
+    )
+    listing = admin_client.get(reverse(CHANGELIST) + f"?restaurant={catering.pk}&o=-3").content.decode()
+    cells = re.findall(r'<td class="field-(gross|commission|net)_text">([^<]*)</td>', listing)
+    # Sorted by gross, largest first: the catering week leads, the empty weeks follow.
+    assert cells[:3] == [("gross", "24,691.35"), ("commission", "3,703.70"), ("net", "20,987.65")]
+    assert cells[3:] == [(column, "0.00") for _ in range(3) for column in ("gross", "commission", "net")]
+    ascending = admin_client.get(reverse(CHANGELIST) + f"?restaurant={catering.pk}&o=3").content.decode()
+    assert re.findall(r'<td class="field-gross_text">([^<]*)</td>', ascending)[-1] == "24,691.35"
+
+    page = admin_client.get(reverse("admin:payouts_payout_change", args=[payout.pk])).content.decode()
+    shown = dict(re.findall(r'<label>(Gross|Commission|Net):</label>\s*<div class="readonly">([^<]*)</div>', page))
+    assert shown == {"Gross": "24,691.35", "Commission": "3,703.70", "Net": "20,987.65"}
+
+
+@pytest.mark.django_db
 def test_the_list_links_each_payout_to_its_run_and_the_page_lists_the_orders_it_covers(admin_client, paid):
     payout = Payout.objects.filter(order_count__gt=0).first()
     assert payout is not None and payout.job_run_id is not None
@@ -217,9 +238,9 @@ def test_the_list_leads_with_restaurant_local_week_and_money_and_labels_utc(admi
     assert columns == [
         "restaurant_link",
         "local_week",
-        "gross",
-        "commission",
-        "net",
+        "gross_text",
+        "commission_text",
+        "net_text",
         "orders",
         "utc_bounds",
         "run_link",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from scheduling import queries, queries_sqlite, sql_sqlite
-from scheduling.models import DUE_STATUSES, RARE_STATUSES, RETRY_STATUSES, JobRun
+from scheduling.models import DUE_STATUSES, FINISHED_STATUSES, RARE_STATUSES, RETRY_STATUSES, JobRun
 from scheduling.sql import CLAIM_COLUMNS, SCHEDULE_DECLARED_COLUMNS
 
 RUN_COLUMNS = [field.column for field in JobRun._meta.concrete_fields]
@@ -71,6 +71,16 @@ def test_each_kind_of_run_in_flight_says_its_index_condition_and_its_own_statuse
     assert retrying == [list(RARE_STATUSES), list(RETRY_STATUSES)]  # job_run_status_rare
     assert enqueued == [["enqueued"]]  # job_run_enqueued_since (with enqueued_at IS NOT NULL)
     assert running == [["running"]]  # job_run_running
+
+
+def test_the_last_finishes_say_the_finished_index_condition_and_read_each_finished_status():
+    (index,) = [index for index in JobRun._meta.indexes if index.name == "job_run_job_finished"]
+    assert index.condition is not None
+    ((lookup, condition),) = index.condition.children
+    assert lookup == "status__in"
+    (listed,) = re.findall(r"status IN \((.*?)\)", queries.LAST_FINISHES)
+    assert [name.strip("'") for name in _names(listed)] == list(condition) == list(FINISHED_STATUSES)
+    assert re.findall(r"SELECT '(\w+)'", queries.LAST_FINISHES) == list(FINISHED_STATUSES)
 
 
 def test_the_sqlite_pass_reads_are_the_postgresql_ones_but_for_the_job_name_lists():
