@@ -47,6 +47,17 @@ STALL_SECONDS = 30.0
 # Booting Django and django-q2 on a loaded machine is one long step with nothing to read
 # in the database before its end: it gets twice a step's patience.
 BOOT_STALL_SECONDS = 2 * STALL_SECONDS
+# The last resort against a hang outside every wait that follows progress (a statement
+# blocked for good, a process that never exits, a subprocess waited on without a bound):
+# the ``pytest.mark.timeout`` of every scenario module, and nothing else bounds a scenario
+# as a whole. It is no measure of the machine's speed: a stuck system fails its wait
+# STALL_SECONDS (BOOT_STALL_SECONDS while booting) after its last step, long before this.
+# Thirty minutes, because at load ~20 on two cores the scenarios took 67 minutes together
+# (75 s each on average) and three ran past 180-240 s while their waits still saw progress,
+# so a test that keeps going is not cut off; and one hang costs a third of the 90 minutes
+# `.ci/run` has, so CI still ends with pytest's report (the hung stack, the fleet stopped)
+# instead of the job being killed with nothing said.
+HANG_GUARD_SECONDS = 30 * 60
 # More steps (a run's events, scheduler passes) than a scenario takes: what
 # ``Scenario.wait_for_run`` and ``wait_run_reaches`` count down from.
 _STEPS_BOUND = 10**9
@@ -61,9 +72,10 @@ def manage_run(env: Mapping[str, str], *args: str) -> subprocess.CompletedProces
     """Run ``manage.py <args>`` to its end with exactly the environment ``env``, in its own
     process group; its output captured as text. No number of seconds cuts it off: a
     command bounds its own waits (simulate's governor and settle follow its servers'
-    progress), and each scenario module's ``pytest.mark.timeout`` bounds the test. However
-    the call ends (that timeout included) the group is stopped, SIGTERM first, so a
-    simulate stops the servers it started."""
+    progress, and fail a stall after its last step); only a hang outside them meets the
+    scenario's last-resort guard (``HANG_GUARD_SECONDS``, its module's
+    ``pytest.mark.timeout``). However the call ends (that guard included) the group is
+    stopped, SIGTERM first, so a simulate stops the servers it started."""
     command = [sys.executable, str(PROJECT_DIR / "manage.py"), *args]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         code = run_in_group(command, env=env, stdout=out, stderr=err, grace=MANAGE_STOP_GRACE_SECONDS)

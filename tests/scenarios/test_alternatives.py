@@ -17,11 +17,11 @@ import pytest
 
 from simulation.strategies import LEASE_SECONDS
 from simulation.strategy_runner import DOWN_FOR, LONG_RUN_SECONDS, StrategyPlan
-from tests.scenarios.harness import Scenario
+from tests.scenarios.harness import HANG_GUARD_SECONDS, Scenario
 from tests.scenarios.pooler import pgbouncer_binary
 from tests.scenarios.redis_server import redis_for_scenarios
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 START = datetime(2027, 3, 7, 20, 0, tzinfo=UTC)
 # 20 simulated minutes at 120x: ten real seconds, room for the three faults in turn (faster,

@@ -21,8 +21,9 @@ import pytest
 
 from bench.common import ROOT
 from support.processes import group_members, proc_stat
+from tests.scenarios.harness import HANG_GUARD_SECONDS
 
-pytestmark = pytest.mark.scenario
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 GRACE_SECONDS = 1.0
 # The stand-in writes its child's group id to a file; the test reads the members from /proc.

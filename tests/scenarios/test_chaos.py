@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from simulation.chaos import ALWAYS_DRAWN, NOT_INJECTED, ChaosKind, chaos_schedule
-from tests.scenarios.harness import Scenario
+from tests.scenarios.harness import HANG_GUARD_SECONDS, Scenario
 from tests.scenarios.pooler import pgbouncer_binary
 from tests.scenarios.workloads import assert_runs_settled
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(360)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 START = datetime(2027, 3, 7, 20, 0, tzinfo=UTC)  # half an hour before the Sunday payout tick
 DURATION = timedelta(minutes=60)

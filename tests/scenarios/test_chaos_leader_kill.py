@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from simulation.chaos import ChaosKind, chaos_schedule
-from tests.scenarios.harness import manage_at
+from tests.scenarios.harness import HANG_GUARD_SECONDS, manage_at
 from tests.scenarios.patroni_cluster import patroni_cluster
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 DATABASE = "tiffin_chaos_leader_kill"
 START = datetime(2027, 3, 7, 20, 0, tzinfo=UTC)  # half an hour before the Sunday payout tick

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.scenarios.harness import Scenario
+from tests.scenarios.harness import HANG_GUARD_SECONDS, Scenario
 from tests.scenarios.workloads import assert_every_tick_ran_once, run_probe_fleet
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 MAX_SKEW = 90.0
 SKEWS = [-MAX_SKEW + i * (2 * MAX_SKEW / 7) for i in range(8)]  # -90 ... +90 seconds

@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 import pytest
 
 from support.processes import wait_for
-from tests.scenarios.harness import Scenario
+from tests.scenarios.harness import HANG_GUARD_SECONDS, Scenario
 from tests.scenarios.ledger import assert_ledger_correct
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 START = datetime(2027, 3, 7, 20, 25, tzinfo=UTC)  # five minutes before the Sunday payout tick
 TICK = datetime(2027, 3, 7, 20, 30, tzinfo=UTC)

@@ -21,10 +21,10 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.scenarios.cluster import PrivateScenario, ThrowawayCluster
-from tests.scenarios.harness import PostgresServer, Scenario
+from tests.scenarios.harness import HANG_GUARD_SECONDS, PostgresServer, Scenario
 from tests.scenarios.ledger import assert_ledger_correct
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 START = datetime(2027, 3, 7, 20, 25, tzinfo=UTC)
 TICK = datetime(2027, 3, 7, 20, 30, tzinfo=UTC)

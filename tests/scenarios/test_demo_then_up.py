@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from support.processes import wait_while_progressing
-from tests.scenarios.harness import BOOT_STALL_SECONDS, Scenario
+from tests.scenarios.harness import BOOT_STALL_SECONDS, HANG_GUARD_SECONDS, Scenario
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 
 def _last_sunday_evening() -> datetime:

@@ -18,9 +18,9 @@ import pytest
 
 from scheduling.models import IN_FLIGHT_STATUSES
 from support.processes import SimulatedTime, wait_for
-from tests.scenarios.harness import STALL_SECONDS, Scenario
+from tests.scenarios.harness import HANG_GUARD_SECONDS, STALL_SECONDS, Scenario
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 START = datetime(2027, 3, 5, 18, 30, tzinfo=UTC)  # Friday dinner in London
 SPEED = 60.0  # a simulated minute per real second: an order has 10 s to be answered

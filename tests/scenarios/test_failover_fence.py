@@ -34,10 +34,10 @@ import pytest
 
 from support.processes import PROJECT_DIR, in_group, wait_for
 from tests.scenarios.cluster import ThrowawayCluster, migrated_pair
-from tests.scenarios.harness import PostgresServer, manage_output
+from tests.scenarios.harness import HANG_GUARD_SECONDS, PostgresServer, manage_output
 from tests.scenarios.replication import pause_wal_sender, wait_replayed
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 DATABASE = "tiffin_failover"
 # Replicated: the schedules' first pass. Lost: the pass an hour later, while the WAL sender sleeps.

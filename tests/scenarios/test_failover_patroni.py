@@ -38,6 +38,7 @@ from simulation.services import PROBE_JOB, SETTLEMENT_JOB
 from support.processes import Fleet, SimulatedTime, wait_for
 from tests.scenarios.harness import (
     BOOT_STALL_SECONDS,
+    HANG_GUARD_SECONDS,
     PROCESS_ENVIRONMENT,
     Scenario,
     ScenarioDatabase,
@@ -46,7 +47,7 @@ from tests.scenarios.harness import (
 )
 from tests.scenarios.patroni_cluster import PatroniCluster, patroni_cluster
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 DATABASE = "tiffin_failover"
 START = datetime(2027, 3, 9, 10, 0, tzinfo=UTC)  # a Tuesday: no payout tick in the window

@@ -37,11 +37,11 @@ import pytest
 from simulation.provider_process import running_sandbox
 from support.processes import Fleet, SimulatedTime
 from tests.scenarios.cluster import ThrowawayCluster, replicated_pair
-from tests.scenarios.harness import PROCESS_ENVIRONMENT, Scenario, ScenarioDatabase
+from tests.scenarios.harness import HANG_GUARD_SECONDS, PROCESS_ENVIRONMENT, Scenario, ScenarioDatabase
 from tests.scenarios.replication import pause_wal_sender, wait_replayed
 from transfers import provider
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 DATABASE = "tiffin_failover_transfers"
 NOW = datetime(2027, 3, 7, 20, 40, tzinfo=UTC)

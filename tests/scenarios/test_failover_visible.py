@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from tests.scenarios.cluster import ThrowawayCluster, migrated_pair
-from tests.scenarios.harness import PostgresServer, manage_output
+from tests.scenarios.harness import HANG_GUARD_SECONDS, PostgresServer, manage_output
 from tests.scenarios.replication import wait_replayed
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 DATABASE = "tiffin_failover_visible"
 PASS = datetime(2026, 11, 1, 20, 0, tzinfo=UTC)

@@ -21,9 +21,9 @@ import pytest
 from simulation.probe_jobs import SLOW_PROBE_VARIABLE
 from simulation.services import PROBE_JOB
 from support.processes import wait_for
-from tests.scenarios.harness import BOOT_STALL_SECONDS, Scenario
+from tests.scenarios.harness import BOOT_STALL_SECONDS, HANG_GUARD_SECONDS, Scenario
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 START = datetime(2027, 3, 7, 20, 0, tzinfo=UTC)
 SPEED = 600

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from simulation.key_strategies import FAULTS
-from tests.scenarios.harness import Scenario
+from tests.scenarios.harness import HANG_GUARD_SECONDS, Scenario
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 
 def test_bad_input_is_refused_and_changes_nothing(scenario: Scenario) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from support.processes import SimulatedTime
 from tests.scenarios.harness import (
+    HANG_GUARD_SECONDS,
     STALL_SECONDS,
     PostgresServer,
     ScenarioDatabase,
@@ -25,7 +26,7 @@ from tests.scenarios.harness import (
 )
 from tests.scenarios.jobs.laps import INTERVAL_MINUTES, RUN_SECONDS
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 START = datetime(2027, 3, 1, 12, 0, tzinfo=UTC)
 SPEED = 60.0  # a simulated minute per real second: a run lasts 5 s, a tick comes every 2 s

@@ -20,8 +20,9 @@ import pytest
 
 from support.ports import free_port
 from support.processes import PROJECT_DIR, descendants, proc_stat, wait_for
+from tests.scenarios.harness import HANG_GUARD_SECONDS
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 # Ctrl-C to every process gone: two or three seconds when idle; gunicorn gives a request
 # in flight WEB_GRACEFUL_TIMEOUT_SECONDS (5 in make up) before it kills a worker.

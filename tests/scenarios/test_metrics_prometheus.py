@@ -23,9 +23,9 @@ import pytest
 from support.ports import free_port
 from support.processes import SimulatedTime, wait_for
 from tests import prometheus
-from tests.scenarios.harness import Scenario
+from tests.scenarios.harness import HANG_GUARD_SECONDS, Scenario
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 TOKEN = "scenario-metrics-token"
 JOBS = ("metered-ok", "metered-dies")

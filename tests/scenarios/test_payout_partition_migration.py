@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from payouts.partitions import HISTORY, year_after, year_name, year_start
-from tests.scenarios.harness import Scenario
+from tests.scenarios.harness import HANG_GUARD_SECONDS, Scenario
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 LEDGER = "SELECT id, restaurant_id, period_start, period_end, gross, commission, net FROM payouts_payout ORDER BY id"
 WHERE = "SELECT tableoid::regclass::text, count(*) FROM payouts_payout GROUP BY 1 ORDER BY 1"

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.scenarios.harness import Scenario
+from tests.scenarios.harness import HANG_GUARD_SECONDS, Scenario
 from tests.scenarios.pooler import ADVISORY_LOCKS, AdvisoryLockSampler, pgbouncer, pooled_transactions
 from tests.scenarios.workloads import assert_every_tick_ran_once, run_probe_fleet
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 
 def test_through_a_transaction_mode_pooler_each_tick_still_runs_once(scenario: Scenario) -> None:

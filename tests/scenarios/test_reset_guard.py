@@ -28,8 +28,12 @@ import pytest
 from psycopg import sql
 
 from support import databases
-from tests.scenarios.harness import PostgresServer, ScenarioDatabase, manage_run
+from tests.scenarios.harness import HANG_GUARD_SECONDS, PostgresServer, ScenarioDatabase, manage_run
 from tests.scenarios.ledger import assert_ledger_correct
+
+# Not a scenario (no fleet; it runs in the PostgreSQL pass), but its commands run through
+# ``manage_run``, which nothing else bounds.
+pytestmark = pytest.mark.timeout(HANG_GUARD_SECONDS)
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 PRODUCTION = {"DEBUG": "0", "SECRET_KEY": "reset-guard-test-key-" + "x" * 40, "LOG_LEVEL": "WARNING"}

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from support.processes import PROJECT_DIR, descendants, group_members, proc_stat, signal_group, stop_group, wait_for
-from tests.scenarios.harness import Scenario
+from tests.scenarios.harness import HANG_GUARD_SECONDS, Scenario
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 COMMANDS = {
     "simulate": [

@@ -16,10 +16,10 @@ import pytest
 
 from simulation.probe_jobs import BREAK_VARIABLE
 from simulation.runner import TARGET_JOB
-from tests.scenarios.harness import Scenario
+from tests.scenarios.harness import HANG_GUARD_SECONDS, Scenario
 from tests.scenarios.workloads import assert_runs_settled
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 START = datetime(2027, 3, 7, 20, 0, tzinfo=UTC)
 

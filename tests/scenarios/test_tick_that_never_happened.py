@@ -21,10 +21,10 @@ import pytest
 
 from scheduling import cron
 from support.processes import SimulatedTime
-from tests.scenarios.harness import BOOT_STALL_SECONDS, Scenario, unjustified_skips
+from tests.scenarios.harness import BOOT_STALL_SECONDS, HANG_GUARD_SECONDS, Scenario, unjustified_skips
 from tests.scenarios.ledger import assert_ledger_correct, weeks_due
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 DOWN_AT = datetime(2027, 3, 7, 19, 10, tzinfo=UTC)  # Sunday, before the 20:30 payout tick
 BACK_AT = datetime(2027, 3, 15, 9, 0, tzinfo=UTC)  # the next Monday morning

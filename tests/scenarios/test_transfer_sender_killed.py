@@ -20,10 +20,10 @@ import pytest
 
 from simulation.provider_process import running_sandbox
 from support.processes import PROJECT_DIR, SimulatedTime, stop_group, wait_for
-from tests.scenarios.harness import Scenario
+from tests.scenarios.harness import HANG_GUARD_SECONDS, Scenario
 from transfers import provider
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 NOW = datetime(2027, 3, 7, 20, 40, tzinfo=UTC)
 PAYOUT_TICK = datetime(2027, 3, 7, 20, 30, tzinfo=UTC)

@@ -9,10 +9,10 @@ import time
 import pytest
 
 from support.processes import SimulatedTime, wait_while_progressing
-from tests.scenarios.harness import BOOT_STALL_SECONDS, Scenario
+from tests.scenarios.harness import BOOT_STALL_SECONDS, HANG_GUARD_SECONDS, Scenario
 from tests.scenarios.workloads import PROBE_SPEED, PROBE_START
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 
 def test_a_wait_lasts_as_long_as_the_work_keeps_falling() -> None:

@@ -18,9 +18,9 @@ import sys
 import pytest
 
 from support.processes import PROJECT_DIR, group_members, signal_group, wait_for
-from tests.scenarios.harness import Scenario
+from tests.scenarios.harness import HANG_GUARD_SECONDS, Scenario
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 # Lines of the worker's log, in the order its start writes them.
 STEPS = {

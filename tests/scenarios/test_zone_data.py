@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.scenarios.harness import Scenario
+from tests.scenarios.harness import HANG_GUARD_SECONDS, Scenario
 from tests.scenarios.ledger import LEDGER_SEAMS, MISMATCHED_PAYOUTS, UNCOVERED_ORDERS
 from tiffin.tz import TZDATA_VERSION
 
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
 
 OS_ZONES = "/usr/share/zoneinfo"
 ONBOARDED = datetime(2026, 10, 26, 12, tzinfo=UTC)
