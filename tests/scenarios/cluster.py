@@ -175,7 +175,7 @@ class ThrowawayCluster:
                 start_new_session=True,  # its own process group, stopped as one
                 **_as_owner(),
             )
-        self.server.wait_ready(timeout=60)
+        self.server.wait_ready()
 
     def stop(self, *, grace: float = 30) -> None:
         """Fast shutdown (SIGINT to the postmaster); the group is SIGKILLed if it lingers."""

@@ -131,7 +131,10 @@ class PostgresServer:
         with self.connect() as conn:
             database_drop(conn, name)
 
-    def wait_ready(self, *, timeout: float = 60) -> None:
+    def wait_ready(self, *, timeout: float = BOOT_STALL_SECONDS) -> None:
+        """Wait until the server takes connections: a start (or a crash recovery) is one
+        step with nothing to read before its end, so it gets a boot's patience."""
+
         def ready() -> bool:
             try:
                 with self.connect() as conn:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import pytest
 
 from support.processes import wait_for
-from tests.scenarios.harness import HANG_GUARD_SECONDS, Scenario
+from tests.scenarios.harness import HANG_GUARD_SECONDS, STALL_SECONDS, Scenario
 from tests.scenarios.ledger import assert_ledger_correct
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
@@ -34,9 +34,10 @@ def test_a_run_killed_mid_write_is_abandoned_and_rerun_paying_each_week_once(sce
         run_id, first_fence, blocked = pinned.run_id, pinned.fence, pinned.backend
         victim = scenario.run_worker(run_id)
         victim.send(signal.SIGKILL)
-        wait_for(lambda: not victim.alive(), timeout=10, what="the worker dying")
+        # Each of these is one step with nothing to count before its end: a step's patience.
+        wait_for(lambda: not victim.alive(), timeout=STALL_SECONDS, what="the worker dying")
     # Its transaction dies with its connection: nothing of the killed attempt is written.
-    wait_for(lambda: db.backend_gone(blocked), timeout=10, what="the killed worker's backend ending")
+    wait_for(lambda: db.backend_gone(blocked), timeout=STALL_SECONDS, what="the killed worker's backend ending")
     assert db.scalar("SELECT count(*) FROM payouts_payout") == 0
 
     scenario.wait_run_reaches(run_id, "succeeded")
