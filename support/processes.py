@@ -340,6 +340,21 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def groups_below(pid: int) -> set[int]:
+    """The process groups of ``pid`` and of every process descending from it."""
+    return {int(fields[2]) for p in [pid, *descendants(pid)] if (fields := proc_stat(p))}
+
+
+def stop_tree(popen: subprocess.Popen[Any], groups: Iterable[int], *, grace: float) -> None:
+    """The end of a test that signalled a process tree: ``popen``'s group stopped
+    (``stop_group``), then SIGKILL to ``groups`` (noted while it ran) and to the groups
+    still below it, whatever the tree left behind."""
+    left = set(groups) | groups_below(popen.pid)
+    stop_group(popen, grace=grace)
+    for group in left:
+        signal_group(group, signal.SIGKILL)
+
+
 def _wait_group_gone(pgid: int, deadline: float) -> None:
     while group_members(pgid) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -434,13 +449,23 @@ def guarded_run(args: Sequence[str], **popen: Any) -> int:
     return process.returncode
 
 
+def _exit_status(signum: int) -> BaseException:
+    return SystemExit(128 + signum)
+
+
 @contextlib.contextmanager
-def sigterm_exits() -> Iterator[None]:
-    """While the block runs, SIGTERM raises ``SystemExit(143)`` the way Ctrl-C raises
+def sigterm_exits(
+    signals: Sequence[signal.Signals] = (signal.SIGTERM,),
+    exception: Callable[[int], BaseException] = _exit_status,
+) -> Iterator[None]:
+    """While the block runs, SIGTERM (or the first of ``signals``) raises
+    ``exception(signum)``, ``SystemExit(128 + signum)`` unless told, the way Ctrl-C raises
     KeyboardInterrupt, so the ``finally`` blocks and context managers that stop child
     processes run before the process goes (SIGTERM's default ends it at once and leaves
-    its children running). A second SIGTERM while they run is let pass; SIGKILL remains.
-    The previous handler is back afterwards. Outside the main thread it does nothing."""
+    its children running). A second signal while they run is let pass; SIGKILL remains.
+    A signal ignored when the block starts stays ignored (``nohup``'s SIGHUP). The
+    previous handlers are back afterwards. Outside the main thread it does nothing.
+    The test session takes SIGTERM and SIGHUP this way too (``tests/conftest.py``)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -449,13 +474,17 @@ def sigterm_exits() -> Iterator[None]:
     def exit_once(signum: int, frame: object) -> None:
         if not received:
             received.append(signum)
-            raise SystemExit(128 + signum)
+            raise exception(signum)
 
-    previous = signal.signal(signal.SIGTERM, exit_once)
+    previous = {sig: signal.getsignal(sig) for sig in signals}
+    for sig, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(sig, exit_once)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class Fleet:

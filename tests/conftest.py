@@ -3,7 +3,8 @@ tests marked ``postgres`` are deselected on SQLite by the Makefile and skipped h
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import signal
+from collections.abc import Callable, Generator, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -13,10 +14,27 @@ from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 
+from support.processes import sigterm_exits
+
 
 def pytest_report_header(config: pytest.Config) -> str:
     db = settings.DATABASES["default"]
     return f"database: {db['ENGINE'].rsplit('.', 1)[-1]} ({db['NAME']})"
+
+
+def _session_ends(signum: int) -> BaseException:
+    return pytest.exit.Exception(f"{signal.Signals(signum).name} received", returncode=128 + signum)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config) -> Generator[None, object, object]:
+    """SIGTERM or SIGHUP to pytest (a CI timeout, a supervisor, ``kill``, a closed terminal)
+    ends the session the way Ctrl-C does, so the fixtures' finalizers stop the processes
+    the tests started and drop their databases; pytest exits with 128 + the signal's
+    number. Their default ends the interpreter at once and leaves all that behind.
+    Wrapping the whole command covers the session's own teardown (templates, servers)."""
+    with sigterm_exits((signal.SIGTERM, signal.SIGHUP), exception=_session_ends):
+        return (yield)
 
 
 def _ledger_wipe_allowed(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:

@@ -119,7 +119,9 @@ class PostgresServer:
             user=self.user,
             password=self.password or None,
             dbname=database,
-            connect_timeout=10,
+            # A wait's look at the database is one of its steps: on a loaded machine a
+            # connection may take seconds, and only a stall's length of none fails it.
+            connect_timeout=int(STALL_SECONDS),
             **{"autocommit": True, **kwargs},
         )
 

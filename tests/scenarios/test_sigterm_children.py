@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from support.processes import PROJECT_DIR, descendants, group_members, proc_stat, signal_group, stop_group, wait_for
+from support.processes import PROJECT_DIR, group_members, groups_below, stop_tree, wait_for
 from tests.scenarios.harness import HANG_GUARD_SECONDS, Scenario
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(HANG_GUARD_SECONDS)]
@@ -29,11 +29,6 @@ COMMANDS = {
     "chaos-table": ["-m", "simulation.chaos_table", "--seeds", "1", "--duration", "1h", "--servers", "2"],
 }
 PROBE_RAN = "SELECT count(*) FROM job_runs WHERE job_name = 'sim-probe' AND status = 'succeeded'"
-
-
-def _groups_below(pid: int) -> set[int]:
-    """The process groups of ``pid`` and of every process descending from it."""
-    return {int(fields[2]) for p in [pid, *descendants(pid)] if (fields := proc_stat(p))}
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -53,7 +48,7 @@ def test_sigterm_stops_every_process_it_started(scenario: Scenario, tmp_path: Pa
             what=f"a probe run under {command}",
         )
         assert top.poll() is None, (tmp_path / "out.log").read_text()[-3000:]
-        groups = _groups_below(top.pid)
+        groups = groups_below(top.pid)
         assert len(groups) >= 3, "the command's own group, a worker's and a scheduler's at least"
         top.send_signal(signal.SIGTERM)
         top.wait(timeout=90)
@@ -61,7 +56,4 @@ def test_sigterm_stops_every_process_it_started(scenario: Scenario, tmp_path: Pa
         assert top.returncode == 128 + signal.SIGTERM, (tmp_path / "out.log").read_text()[-3000:]
     finally:
         out.close()
-        groups |= _groups_below(top.pid)
-        stop_group(top, grace=5)
-        for group in groups:  # what the command left behind, if it did
-            signal_group(group, signal.SIGKILL)
+        stop_tree(top, groups, grace=5)
