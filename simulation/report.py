@@ -246,7 +246,30 @@ def _classify(ticks: JobTicks, run: JobRun, window_end: datetime) -> None:
     elif run.status in RETRY_STATUSES and run.due_at > window_end:
         ticks.retry_pending += 1
     else:
-        ticks.broken.append(f"{run.job_name} {run.subject} @ {run.scheduled_for:%Y-%m-%d %H:%M}: {run.status}")
+        line = f"{run.job_name} {run.subject} @ {run.scheduled_for:%Y-%m-%d %H:%M}: {run.status}"
+        ticks.broken.append(line + (_attempt_ends(run) if run.status == RunStatus.DEAD else ""))
+
+
+# The events that end an attempt: the run retries after the first two, the last is final.
+ATTEMPT_ENDS = ("failed", "abandoned", "dead")
+
+
+def _attempt_ends(run: JobRun) -> str:
+    """How each attempt of a dead run ended, from its events: which fault or which late
+    heartbeat spent its attempts, in the report itself (the processes' logs are gone once
+    a test's temporary directory is). The event's time is the clock of the process that
+    wrote it (an abandonment: the judging scheduler's, skew included); its message's last
+    line (an exception's own line after a traceback)."""
+    ends = JobRunEvent.objects.filter(run=run, kind__in=ATTEMPT_ENDS).order_by("id")
+    told = [
+        f"{event.attempt or '?'}. {event.kind} at {event.at:%H:%M:%S}: {_last_line(event.message)}" for event in ends
+    ]
+    return f" after {run.attempts} attempts ({'; '.join(told)})" if told else ""
+
+
+def _last_line(message: str) -> str:
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return lines[-1][:200] if lines else "no message"
 
 
 def _delayed_runs(window_end: datetime) -> JobTicks:
