@@ -25,7 +25,7 @@ from scheduling.models import (
     Trigger,
 )
 from simulation.models import ProbeCharge
-from simulation.report import simulation_report
+from simulation.report import DEAD_BY_FAULTS, simulation_report
 from simulation.services import SimulationResetError, simulation_reset
 from tests.engine import pay
 from tests.ledger_data import written_unguarded
@@ -125,6 +125,22 @@ def test_a_dead_run_says_how_each_of_its_attempts_ended(window: list[datetime]) 
         "2. failed at 12:26:00: psycopg.OperationalError: server closed the connection; "
         "3. dead at 12:29:00: no heartbeat since 2027-03-01 12:26:40 UTC from vm:42)"
     ]
+
+
+def test_a_dead_run_is_explained_only_when_an_injected_fault_landed_in_every_attempt(
+    window: list[datetime],
+) -> None:
+    # The payout and sender kills take their worker whatever else it runs: with an earlier
+    # pause, three faults can land in one settlement run's three attempts.
+    dead = _run(window[1], RunStatus.DEAD, attempts=3)
+    for tick in [window[0], *window[2:]]:
+        _run(tick)
+    two_of_three = simulation_report(extra_problems=[], struck={dead.id: {11, 12}})
+    assert two_of_three.problems == ["unfinished: every-10  @ 2027-03-01 12:20: dead"]
+    # A fault in each attempt (a fence per attempt; one attempt struck twice counts once): explained.
+    report = simulation_report(extra_problems=[], struck={dead.id: {11, 12, 13}})
+    assert report.ok, report.problems
+    assert report.jobs[0].skipped == {DEAD_BY_FAULTS: 1}
 
 
 def test_a_retry_due_after_the_window_is_explained_and_one_due_inside_it_is_not(window: list[datetime]) -> None:
