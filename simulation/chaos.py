@@ -428,6 +428,9 @@ class ChaosSimulation(Simulation):
         self.offsets: dict[int, float] = dict(enumerate(schedule.skews, start=1))
         self.next_at = plan.start  # when the fault after the one being injected is due
         self.hit_runs: set[int] = set()  # runs a kill or a pause landed in
+        # The same, with the fence of each attempt hit: the report explains a dead run with
+        # a fault in every attempt (simulation_report's ``struck``).
+        self.struck: dict[int, set[int | None]] = {}
         self.commits: list[_ArmedCommit] = []  # commit faults armed at the provider, in turn
 
     def run(self) -> SimulationOutcome:
@@ -560,8 +563,11 @@ class ChaosSimulation(Simulation):
         only the one its record names: a worker runs Q_WORKERS tasks at once), so a later
         kill or pause passes over them and no run loses all its attempts to faults (seed 4
         of the 20-seed table: kills of the same worker landed in one settlement run's three
-        attempts, and it went dead)."""
-        self.hit_runs.update(run.id for run in _runs_of(victim))
+        attempts, and it went dead). The payout and sender kills cannot pass over them (they
+        take the worker that runs their run), so each attempt hit is kept too (``struck``)."""
+        for run in _runs_of(victim):
+            self.hit_runs.add(run.id)
+            self.struck.setdefault(run.id, set()).add(run.fence)
         victim.send(sig)
 
     def _hit(self, fault: ChaosFault, victim: Process, run: JobRun | None, what: str) -> ChaosRecord:

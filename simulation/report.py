@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -52,6 +53,12 @@ from transfers.models import Transfer, TransferStatus, transfer_identity
 TRAFFIC_CUSTOMERS = "rush-"  # customer_ref prefix of the orders simulate_orders places
 # The reason a dead run of a one-attempt job is explained: a later tick did its work.
 DEAD_TAKEN_OVER = "dead, a later tick ran"
+# The reason a dead run is explained in a chaos run: an injected fault (a kill or a pause
+# of its worker) landed in each of its attempts. The kills aimed at the payout and at the
+# sender must take the worker that runs them, whatever else it runs, so they can land in
+# a settlement run an earlier fault already hit (seed 3 behind PgBouncer on a loaded
+# machine: a pause, the payout kill and the sender kill, one per attempt).
+DEAD_BY_FAULTS = "dead, a fault in every attempt"
 
 
 @dataclass
@@ -164,6 +171,7 @@ def simulation_report(
     provider_url: str | None = None,
     mail_dir: Path | None = None,
     window_end: datetime | None = None,
+    struck: Mapping[int, Collection[int | None]] | None = None,
 ) -> SimulationReport:
     """Read everything back and check the invariants (see the module doc).
 
@@ -173,6 +181,10 @@ def simulation_report(
     ``window_end``: when the simulated window closed (the servers go on after it until
     they settle); by default the schedulers' last pass.
 
+    ``struck``: for each run an injected fault landed in, the fences of its attempts that
+    were hit (``ChaosSimulation.struck``): a dead run with a fault in every attempt is
+    explained (``DEAD_BY_FAULTS``).
+
     ``clock_skew`` is how far the schedulers' clocks were spread: a scheduler whose clock
     is fast claims a safety-net tick, or hands out a cancellation run, that much early.
     No cancellation may come before its deadline, whatever the skew: the database's clock
@@ -180,7 +192,8 @@ def simulation_report(
     """
     window_start, last_pass = _window()
     window_end = min(window_end, last_pass) if window_end else last_pass
-    jobs = [_cron_job_ticks(schedule, window_end) for schedule in Schedule.objects.filter(kind=JobKind.CRON)]
+    schedules = Schedule.objects.filter(kind=JobKind.CRON)
+    jobs = [_cron_job_ticks(schedule, window_end, struck or {}) for schedule in schedules]
     report = SimulationReport(
         window_start=window_start,
         window_end=window_end,
@@ -211,7 +224,7 @@ def _window() -> tuple[datetime, datetime]:
     return start, end
 
 
-def _cron_job_ticks(schedule: Schedule, window_end: datetime) -> JobTicks:
+def _cron_job_ticks(schedule: Schedule, window_end: datetime, struck: Mapping[int, Collection[int | None]]) -> JobTicks:
     ticks = JobTicks(schedule.job_name)
     expected = cron.ticks_between(schedule.cron, schedule.timezone, schedule.first_seen_at, window_end)
     runs = {
@@ -233,6 +246,9 @@ def _cron_job_ticks(schedule: Schedule, window_end: datetime) -> JobTicks:
         if run.status == RunStatus.DEAD and retried_by_next is not None and run.scheduled_for < retried_by_next:
             ticks.skipped[DEAD_TAKEN_OVER] = ticks.skipped.get(DEAD_TAKEN_OVER, 0) + 1
             continue
+        if run.status == RunStatus.DEAD and len(struck.get(run.id, ())) >= run.attempts:
+            ticks.skipped[DEAD_BY_FAULTS] = ticks.skipped.get(DEAD_BY_FAULTS, 0) + 1
+            continue
         _classify(ticks, run, window_end)
     return ticks
 
@@ -246,7 +262,30 @@ def _classify(ticks: JobTicks, run: JobRun, window_end: datetime) -> None:
     elif run.status in RETRY_STATUSES and run.due_at > window_end:
         ticks.retry_pending += 1
     else:
-        ticks.broken.append(f"{run.job_name} {run.subject} @ {run.scheduled_for:%Y-%m-%d %H:%M}: {run.status}")
+        line = f"{run.job_name} {run.subject} @ {run.scheduled_for:%Y-%m-%d %H:%M}: {run.status}"
+        ticks.broken.append(line + (_attempt_ends(run) if run.status == RunStatus.DEAD else ""))
+
+
+# The events that end an attempt: the run retries after the first two, the last is final.
+ATTEMPT_ENDS = ("failed", "abandoned", "dead")
+
+
+def _attempt_ends(run: JobRun) -> str:
+    """How each attempt of a dead run ended, from its events: which fault or which late
+    heartbeat spent its attempts, in the report itself (the processes' logs are gone once
+    a test's temporary directory is). The event's time is the clock of the process that
+    wrote it (an abandonment: the judging scheduler's, skew included); its message's last
+    line (an exception's own line after a traceback)."""
+    ends = JobRunEvent.objects.filter(run=run, kind__in=ATTEMPT_ENDS).order_by("id")
+    told = [
+        f"{event.attempt or '?'}. {event.kind} at {event.at:%H:%M:%S}: {_last_line(event.message)}" for event in ends
+    ]
+    return f" after {run.attempts} attempts ({'; '.join(told)})" if told else ""
+
+
+def _last_line(message: str) -> str:
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return lines[-1][:200] if lines else "no message"
 
 
 def _delayed_runs(window_end: datetime) -> JobTicks:

@@ -13,9 +13,19 @@ from django.core.management import CommandError, call_command
 
 from orders.models import Order, OrderStatus
 from payouts.models import Payout
-from scheduling.models import JobKind, JobRun, Misfire, Overlap, RunStatus, Schedule, SchedulerNode, Trigger
+from scheduling.models import (
+    JobKind,
+    JobRun,
+    JobRunEvent,
+    Misfire,
+    Overlap,
+    RunStatus,
+    Schedule,
+    SchedulerNode,
+    Trigger,
+)
 from simulation.models import ProbeCharge
-from simulation.report import simulation_report
+from simulation.report import DEAD_BY_FAULTS, simulation_report
 from simulation.services import SimulationResetError, simulation_reset
 from tests.engine import pay
 from tests.ledger_data import written_unguarded
@@ -91,6 +101,46 @@ def test_a_skip_with_a_reason_is_explained_and_a_dead_run_is_not(window: list[da
     report = simulation_report(extra_problems=[])
     assert report.jobs[0].skipped == {"overlap": 1}
     assert report.problems == ["unfinished: every-10  @ 2027-03-01 12:20: dead"]
+
+
+def test_a_dead_run_says_how_each_of_its_attempts_ended(window: list[datetime]) -> None:
+    # A chaos run that failed this way left only the line: which fault or late heartbeat
+    # spent the attempts was in logs already deleted.
+    dead = _run(window[1], RunStatus.DEAD, attempts=3)
+    traceback = "Traceback (most recent call last):\n  ...\npsycopg.OperationalError: server closed the connection\n"
+    for attempt, kind, message in [
+        (1, "started", ""),
+        (1, "abandoned", "no heartbeat since 2027-03-01 12:20:15 UTC from vm:41"),
+        (2, "failed", traceback),
+        (3, "dead", "no heartbeat since 2027-03-01 12:26:40 UTC from vm:42"),
+    ]:
+        at = window[1] + timedelta(minutes=3 * attempt)
+        JobRunEvent.objects.create(run=dead, at=at, kind=kind, attempt=attempt, message=message)
+    for tick in [window[0], *window[2:]]:
+        _run(tick)
+    report = simulation_report(extra_problems=[])
+    assert report.problems == [
+        "unfinished: every-10  @ 2027-03-01 12:20: dead after 3 attempts ("
+        "1. abandoned at 12:23:00: no heartbeat since 2027-03-01 12:20:15 UTC from vm:41; "
+        "2. failed at 12:26:00: psycopg.OperationalError: server closed the connection; "
+        "3. dead at 12:29:00: no heartbeat since 2027-03-01 12:26:40 UTC from vm:42)"
+    ]
+
+
+def test_a_dead_run_is_explained_only_when_an_injected_fault_landed_in_every_attempt(
+    window: list[datetime],
+) -> None:
+    # The payout and sender kills take their worker whatever else it runs: with an earlier
+    # pause, three faults can land in one settlement run's three attempts.
+    dead = _run(window[1], RunStatus.DEAD, attempts=3)
+    for tick in [window[0], *window[2:]]:
+        _run(tick)
+    two_of_three = simulation_report(extra_problems=[], struck={dead.id: {11, 12}})
+    assert two_of_three.problems == ["unfinished: every-10  @ 2027-03-01 12:20: dead"]
+    # A fault in each attempt (a fence per attempt; one attempt struck twice counts once): explained.
+    report = simulation_report(extra_problems=[], struck={dead.id: {11, 12, 13}})
+    assert report.ok, report.problems
+    assert report.jobs[0].skipped == {DEAD_BY_FAULTS: 1}
 
 
 def test_a_retry_due_after_the_window_is_explained_and_one_due_inside_it_is_not(window: list[datetime]) -> None:

@@ -192,6 +192,7 @@ class Command(TiffinCommand):
                 provider_url=sandbox.url,
                 mail_dir=mail_dir,
                 window_end=min(outcome.ended_at or plan.end, plan.end),  # the servers went on after it to settle
+                struck=simulation.struck if isinstance(simulation, ChaosSimulation) else None,
             )
         if options["json"]:
             plan_json = _plan_json(plan, outcome, pooled=options["pooler"])
