@@ -56,8 +56,8 @@ def backends_cpu(database: str) -> float:
 
 def tasks_saved(count: int, *, batch: int) -> None:
     """``count`` successful tasks in django-q2's result table, as a worker leaves them after
-    ``count`` batches of ``batch`` cancellations: benchmark 3 reaches its save limit (1,000)
-    at about its 1,400/s step."""
+    ``count`` batches of ``batch`` cancellations: benchmark 3 reaches the save limit
+    (``Q_SAVE_LIMIT``) within its first steps."""
     from django.utils import timezone
     from django_q.models import Task
 
@@ -79,12 +79,12 @@ def main() -> int:
     parser.add_argument(
         "--saved-tasks",
         type=int,
-        default=1000,
-        help="successful django-q2 tasks already saved (benchmark 3's later steps: its save limit)",
+        default=None,
+        help="successful django-q2 tasks already saved (default: the save limit in effect, as in benchmark 3)",
     )
     parser.add_argument("--extra-sql", default="", help="a statement run before the worker starts")
     args = parser.parse_args()
-    if args.orders < 1 or args.rate <= 0 or args.saved_tasks < 0:
+    if args.orders < 1 or args.rate <= 0 or (args.saved_tasks or 0) < 0:
         parser.error("--orders and --rate must be positive, --saved-tasks not negative")
     url = database_create(NAME)
     database = url.rsplit("/", 1)[1]
@@ -96,6 +96,7 @@ def main() -> int:
     )
     django_setup(url, ORDER_ACCEPT_TIMEOUT_SECONDS=str(TIMEOUT_SECONDS))
     from django.db import connection
+    from django_q.conf import Conf
 
     from orders.models import CANCEL_STALE_ORDER_JOB, Order, OrderStatus, Restaurant
     from orders.services import order_place
@@ -111,7 +112,8 @@ def main() -> int:
         placed_at = start + timedelta(seconds=n / args.rate)
         order_place(restaurant=restaurants[n % 100], customer_ref=f"w-{n}", total=Decimal("12.50"), now=placed_at)
     cpu, server = time.process_time() - cpu, backends_cpu(database) - server
-    tasks_saved(args.saved_tasks, batch=registry.get(CANCEL_STALE_ORDER_JOB).batch_size)
+    saved = int(Conf.SAVE_LIMIT) if args.saved_tasks is None else args.saved_tasks
+    tasks_saved(max(saved, 0), batch=registry.get(CANCEL_STALE_ORDER_JOB).batch_size)
     print(
         f"placing: {cpu / args.orders * 1000:.3f} s CPU per 1,000 orders, its backend {server / args.orders * 1000:.3f}"
     )
