@@ -427,9 +427,8 @@ class ChaosSimulation(Simulation):
         self.gone: set[int] = set()  # servers that left
         self.offsets: dict[int, float] = dict(enumerate(schedule.skews, start=1))
         self.next_at = plan.start  # when the fault after the one being injected is due
-        self.hit_runs: set[int] = set()  # runs a kill or a pause landed in
-        # The same, with the fence of each attempt hit: the report explains a dead run with
-        # a fault in every attempt (simulation_report's ``struck``).
+        # The runs a kill or a pause landed in, each with the fences of the attempts hit: the
+        # report explains a dead run with a fault in every attempt (simulation_report's ``struck``).
         self.struck: dict[int, set[int | None]] = {}
         self.commits: list[_ArmedCommit] = []  # commit faults armed at the provider, in turn
 
@@ -501,7 +500,7 @@ class ChaosSimulation(Simulation):
             return found
         for worker in self._alive(f"worker-{fault.server}", "worker-", running=True):
             runs = _runs_of(worker)
-            if not {run.id for run in runs} & self.hit_runs:
+            if not {run.id for run in runs} & self.struck.keys():
                 return worker, runs[0] if runs else None
         return None, None
 
@@ -513,12 +512,12 @@ class ChaosSimulation(Simulation):
         max_attempts says; seed 4 behind the pooler did that at 16 faults an hour)."""
         running = _running()
         for run in running:
-            if run.job_name != TARGET_JOB or run.id in self.hit_runs:
+            if run.job_name != TARGET_JOB or run.id in self.struck:
                 continue
             owner = self.fleet.owner_of(_pid(run.worker))
             if owner is None or not owner.alive() or owner.signals[-1:] == ["SIGSTOP"]:
                 continue
-            if not {other.id for other in _owned(running, owner)} & self.hit_runs:  # its other task too
+            if not {other.id for other in _owned(running, owner)} & self.struck.keys():  # its other task too
                 return owner, run
         return None
 
@@ -564,9 +563,8 @@ class ChaosSimulation(Simulation):
         kill or pause passes over them and no run loses all its attempts to faults (seed 4
         of the 20-seed table: kills of the same worker landed in one settlement run's three
         attempts, and it went dead). The payout and sender kills cannot pass over them (they
-        take the worker that runs their run), so each attempt hit is kept too (``struck``)."""
+        take the worker that runs their run), so the fence of each attempt hit is kept too."""
         for run in _runs_of(victim):
-            self.hit_runs.add(run.id)
             self.struck.setdefault(run.id, set()).add(run.fence)
         victim.send(sig)
 

@@ -684,12 +684,7 @@ def _unsettled(window: QuerySet[JobRun], *, end: datetime, now: datetime) -> str
         tasks = OrmQ.objects.count()
     except DatabaseError as error:
         return f"the database could not say what was left ({error})"
-    parts = []
-    if runs:
-        counts = Counter((job, status) for _, job, status in runs)
-        by_job = ", ".join(f"{n} {job} {status}" for (job, status), n in counts.most_common(6))
-        ids = ", ".join(str(run_id) for run_id, _, _ in runs[:10])
-        parts.append(f"{len(runs)} runs of the window left ({by_job}; first ids {ids})")
+    parts = [f"{len(runs)} runs of the window left ({_runs_told(runs)})"] if runs else []
     parts += [f"{n} {what} due unsent" for what, n in sends.items() if n]
     if passed is None or passed < end:
         last = f"the last at {passed:%Y-%m-%d %H:%M:%S}" if passed else "none at all"
@@ -709,10 +704,14 @@ def _in_flight() -> str:
         return f"the database could not say what was in flight ({error})"
     if not runs:
         return f"no run in flight; {tasks} tasks in django-q2's queue"
+    return f"{len(runs)} runs in flight ({_runs_told(runs)}); {tasks} tasks in django-q2's queue"
+
+
+def _runs_told(runs: list[tuple[int, str, str]]) -> str:
+    """(id, job, status) rows, by job and status, with the first few ids."""
     counts = Counter((job, status) for _, job, status in runs)
     by_job = ", ".join(f"{n} {job} {status}" for (job, status), n in counts.most_common(6))
-    ids = ", ".join(str(run_id) for run_id, _, _ in runs[:10])
-    return f"{len(runs)} runs in flight ({by_job}; first ids {ids}); {tasks} tasks in django-q2's queue"
+    return f"{by_job}; first ids {', '.join(str(run_id) for run_id, _, _ in runs[:10])}"
 
 
 def _count_fresh(queryset: QuerySet[Any]) -> int:
