@@ -458,7 +458,7 @@ def sigterm_exits(
     signals: Sequence[signal.Signals] = (signal.SIGTERM,),
     exception: Callable[[int], BaseException] = _exit_status,
 ) -> Iterator[None]:
-    """While the block runs, SIGTERM (or the first of ``signals``) raises
+    """While the block runs, each of ``signals`` (SIGTERM unless told) raises
     ``exception(signum)``, ``SystemExit(128 + signum)`` unless told, the way Ctrl-C raises
     KeyboardInterrupt, so the ``finally`` blocks and context managers that stop child
     processes run before the process goes (SIGTERM's default ends it at once and leaves
